@@ -1,0 +1,65 @@
+package api
+
+import "time"
+
+// Migration endpoints (issue "migrate-machine"). The workflow never carries a Bundle in its
+// payloads: one activity exports from the source and imports into the destination, and the
+// source keeps its own snapshot (taken at quiesce) to restore from.
+//
+//	POST /api/v1/migrate-tickets                      TicketRequest -> Ticket   (on the destination)
+//	POST /api/v1/machines/{key}/quiesce               QuiesceRequest -> Machine (source: Runnable=false, Meta.migrating, snapshot saved)
+//	POST /api/v1/machines/{key}/unquiesce             -> Machine  (source: restore Runnable/Meta from the snapshot; compensation)
+//	GET  /api/v1/machines/{key}/export                -> Bundle   (source)
+//	POST /api/v1/machines/import                      ImportRequest -> Machine (destination; authorised by the ticket; idempotent by Uuid; arrives inactive)
+//	POST /api/v1/machines/{key}/finalize-migration    FinalizeRequest -> Machine (source: the locked stub of the seed)
+//	POST /api/v1/machines/{key}/restore-migration     -> Machine  (source: undo finalize from the snapshot; compensation)
+//	POST /api/v1/machines/{key}/activate              -> Machine  (destination: Runnable=true, Available=true)
+//	DELETE /api/v1/machines/{key}                     (destination compensation of import; source stub removal)
+//
+// Calls for a stubbed machine (Meta.redirect-endpoint set) on the agent API are answered
+// 307 with Location on the destination and the JSON body Redirect.
+
+// TicketRequest asks a destination region for a migrate ticket.
+type TicketRequest struct {
+	TTL time.Duration `json:"TTL"` // 0 means the default of one hour
+}
+
+// Ticket authorises exactly one import into the region that minted it.
+// Its Token is "<base64url claims>.<base64url HMAC-SHA256>"; String() is what the CLI prints.
+type Ticket struct {
+	Endpoint string    `json:"Endpoint"` // public URL of the destination region
+	Region   string    `json:"Region"`   // destination region name
+	ID       string    `json:"ID"`       // jti, single use
+	Expires  time.Time `json:"Expires"`
+	Token    string    `json:"Token"`
+}
+
+// Bundle is everything that moves with a machine.
+type Bundle struct {
+	Machine  Machine           `json:"Machine"`
+	Jobs     []Job             `json:"Jobs"`
+	JobLogs  map[string]string `json:"JobLogs"` // job UUID -> log text
+	Profiles []Profile         `json:"Profiles"`
+}
+
+// QuiesceRequest names the migration that holds the machine.
+type QuiesceRequest struct {
+	Migration string `json:"Migration"` // workflow ID, stored in Meta.migrating
+}
+
+// ImportRequest carries a bundle and the ticket that authorises it.
+type ImportRequest struct {
+	Ticket string `json:"Ticket"`
+	Bundle Bundle `json:"Bundle"`
+}
+
+// FinalizeRequest turns the source record into a stub that redirects to the destination.
+type FinalizeRequest struct {
+	RedirectEndpoint string `json:"RedirectEndpoint"`
+}
+
+// Redirect is the body of a 307 answer for a migrated machine.
+type Redirect struct {
+	Endpoint string `json:"Endpoint"`
+	Machine  string `json:"Machine"`
+}
