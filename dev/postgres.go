@@ -34,6 +34,12 @@ type Postgres struct {
 // An empty dataDir means a temporary cluster that Stop removes. PostgreSQL refuses to run
 // as root, so as root the server runs as the "postgres" user.
 func StartPostgres(ctx context.Context, dataDir string) (*Postgres, error) {
+	return StartPostgresOnPort(ctx, dataDir, 0)
+}
+
+// StartPostgresOnPort is StartPostgres on a given port (0 picks a free one), so a test can
+// stop a cluster and start it again where its clients expect it.
+func StartPostgresOnPort(ctx context.Context, dataDir string, port int) (*Postgres, error) {
 	pg := &Postgres{DataDir: dataDir}
 	if dataDir == "" {
 		dir, err := os.MkdirTemp("", "ironflow-pg-")
@@ -61,10 +67,12 @@ func StartPostgres(ctx context.Context, dataDir string) (*Postgres, error) {
 			return nil, err
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		pg.cleanup()
-		return nil, err
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			pg.cleanup()
+			return nil, err
+		}
 	}
 	pg.Port = port
 	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='%s' -c fsync=off -c max_connections=300", port, pg.DataDir)
@@ -87,11 +95,16 @@ func (pg *Postgres) CreateDatabase(ctx context.Context, db string) error {
 
 // Stop shuts the server down fast and removes a temporary cluster.
 func (pg *Postgres) Stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := pg.run(ctx, "pg_ctl", "-D", pg.DataDir, "-m", "fast", "-w", "stop")
+	err := pg.Halt()
 	pg.cleanup()
 	return err
+}
+
+// Halt shuts the server down but keeps its data dir, so StartPostgresOnPort can bring it back.
+func (pg *Postgres) Halt() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return pg.run(ctx, "pg_ctl", "-D", pg.DataDir, "-m", "fast", "-w", "stop")
 }
 
 func (pg *Postgres) cleanup() {
