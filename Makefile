@@ -1,0 +1,55 @@
+# Ironflow. `make dev` runs the whole system on this machine; `make test` runs every test.
+SHELL := /bin/bash
+GO ?= go
+TEMPORAL_CLI_VERSION := v1.5.1
+TEMPORAL := $(CURDIR)/bin/temporal
+IRONFLOW := $(CURDIR)/bin/ironflow
+# Integration tests find the Temporal dev server here.
+export IRONFLOW_TEMPORAL_CLI := $(TEMPORAL)
+
+.PHONY: all build tools test test-unit test-integration lint bench fuzz dev demo clean
+
+all: build
+
+build:
+	$(GO) build -o $(IRONFLOW) ./cmd/ironflow
+
+# The pinned Temporal CLI (dev server + web UI). About 4 minutes the first time.
+tools: $(TEMPORAL)
+
+$(TEMPORAL):
+	@mkdir -p bin
+	@echo "building the Temporal CLI $(TEMPORAL_CLI_VERSION) into ./bin (first time: about 4 minutes)..."
+	@( while sleep 20; do echo "  ... still building the Temporal CLI"; done ) & ticker=$$!; \
+	GOBIN=$(CURDIR)/bin GOFLAGS=-mod=mod $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); \
+	status=$$?; kill $$ticker; exit $$status
+
+test: tools lint
+	$(GO) test -count=1 -timeout 15m ./...
+
+test-unit:
+	$(GO) test -count=1 -short ./...
+
+test-integration: tools
+	$(GO) test -count=1 -timeout 15m ./integration/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/
+
+# Bounded fuzzing of the packet and path parsers.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 30s ./rack/dhcp/
+	$(GO) test -run '^$$' -fuzz FuzzResolve -fuzztime 30s ./rack/bootfs/
+
+dev: build tools
+	$(IRONFLOW) dev
+
+demo: build tools
+	$(IRONFLOW) dev --demo
+
+clean:
+	rm -rf bin
