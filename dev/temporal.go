@@ -1,0 +1,166 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// EnvTemporalCLI names the Temporal CLI binary; the Makefile builds it into ./bin.
+const EnvTemporalCLI = "IRONFLOW_TEMPORAL_CLI"
+
+// SearchAttributes are the custom search attributes Ironflow's workflows upsert, with their types.
+var SearchAttributes = map[string]string{
+	"MachineUuid":    "Keyword",
+	"MachineName":    "Keyword",
+	"SourceRegion":   "Keyword",
+	"TargetRegion":   "Keyword",
+	"RackUuid":       "Keyword",
+	"MigrationPhase": "Keyword",
+}
+
+// Temporal is a Temporal dev server (`temporal server start-dev`) run by this process.
+type Temporal struct {
+	Address string // frontend gRPC host:port
+	UIURL   string // web UI
+	cmd     *exec.Cmd
+	done    chan error
+}
+
+// TemporalOptions configure StartTemporal.
+type TemporalOptions struct {
+	Binary   string // the temporal CLI; default: $IRONFLOW_TEMPORAL_CLI, then ./bin/temporal up the tree
+	DBFile   string // SQLite file for persistent state; empty = in memory
+	Port     int    // frontend port; 0 = free port
+	UIPort   int    // web UI port; 0 = free port; -1 = no UI
+	LogFile  string // server output; empty = discarded
+	Headless bool
+}
+
+// FindTemporalCLI returns the Temporal CLI binary: $IRONFLOW_TEMPORAL_CLI, else bin/temporal in
+// the current directory or one of its parents (tests run in package directories).
+func FindTemporalCLI() (string, error) {
+	if p := os.Getenv(EnvTemporalCLI); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "bin", "temporal")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("temporal CLI not found: run `make tools` (builds ./bin/temporal) or set " + EnvTemporalCLI)
+		}
+		dir = parent
+	}
+}
+
+// StartTemporal starts the dev server with Ironflow's search attributes and waits until it accepts connections.
+func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error) {
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = FindTemporalCLI(); err != nil {
+			return nil, err
+		}
+	}
+	port, err := portOrFree(opts.Port)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--log-level", "warn"}
+	t := &Temporal{Address: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan error, 1)}
+	if opts.UIPort < 0 || opts.Headless {
+		args = append(args, "--headless")
+	} else {
+		uiPort, err := portOrFree(opts.UIPort)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--ui-port", strconv.Itoa(uiPort))
+		t.UIURL = fmt.Sprintf("http://127.0.0.1:%d", uiPort)
+	}
+	if opts.DBFile != "" {
+		args = append(args, "--db-filename", opts.DBFile)
+	}
+	for name, typ := range SearchAttributes {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	cmd := exec.Command(bin, args...)
+	// Own process group, so Stop ends the server and nothing else.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if opts.LogFile != "" {
+		f, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("temporal log: %w", err)
+		}
+		defer f.Close()
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal dev server: %w", err)
+	}
+	t.cmd = cmd
+	go func() { t.done <- cmd.Wait() }()
+	if err := t.waitReady(ctx); err != nil {
+		t.Stop()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Temporal) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		conn, err := net.DialTimeout("tcp", t.Address, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case err := <-t.done:
+			return fmt.Errorf("temporal dev server exited early: %v", err)
+		case <-ctx.Done():
+			return fmt.Errorf("temporal dev server not ready on %s: %w", t.Address, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends the dev server (SIGTERM to its process group, SIGKILL after 10 s).
+func (t *Temporal) Stop() {
+	if t.cmd == nil || t.cmd.Process == nil {
+		return
+	}
+	pgid := t.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-t.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-t.done
+	}
+	t.cmd = nil
+}
+
+func portOrFree(port int) (int, error) {
+	if port > 0 {
+		return port, nil
+	}
+	return freePort()
+}
