@@ -53,10 +53,11 @@ type Machine struct {
 	Workflow          string            `json:"Workflow"`
 	WorkflowComplete  bool              `json:"WorkflowComplete"`
 
-	// Ironflow additions: where the machine sits.
-	Rack   string `json:"Rack"`
-	Pod    string `json:"Pod"`
-	Region string `json:"Region"`
+	// Ironflow additions: where the machine sits. Omitted when empty so a machine prints
+	// exactly as in Digital Rebar.
+	Rack   string `json:"Rack,omitempty"`
+	Pod    string `json:"Pod,omitempty"`
+	Region string `json:"Region,omitempty"`
 }
 
 // Meta keys with a meaning to Ironflow.

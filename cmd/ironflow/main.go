@@ -1,0 +1,64 @@
+// Command ironflow is the single binary of Ironflow: region and rack controllers, worker,
+// agent and the CLI of the region API.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// newRootCommand builds the command tree; each noun lives in its own file.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ironflow",
+		Short:         "Bare-metal provisioning with durable migrations",
+		Version:       version,
+		SilenceErrors: true, // run prints the error once, in one format
+		SilenceUsage:  true, // an API error is not a usage error
+	}
+	addGlobalFlags(root)
+	root.AddCommand(
+		newRegionCommand(),
+		newMachinesCommand(),
+		newJobsCommand(),
+		newProfilesCommand(),
+		newPoolsCommand(),
+		newSubnetsCommand(),
+		newFabricsCommand(),
+		newVLANsCommand(),
+		newPodsCommand(),
+		newRacksCommand(),
+		newUsersCommand(),
+	)
+	return root
+}

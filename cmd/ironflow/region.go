@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/server"
+)
+
+func newRegionCommand() *cobra.Command {
+	c := &cobra.Command{Use: "region", Short: "Run or inspect a region controller"}
+	c.AddCommand(newRegionServeCommand(), newRegionInfoCommand())
+	return c
+}
+
+// serveFlags are the flags of region serve with the environment variables they fall back to.
+var serveFlags = []struct{ name, env, def, usage string }{
+	{"database-url", "IRONFLOW_DATABASE_URL", "", "PostgreSQL connection string"},
+	{"listen", "IRONFLOW_LISTEN", ":5240", "address of the HTTP API"},
+	{"name", "IRONFLOW_REGION_NAME", "", "region name (default: the host name)"},
+	{"public-url", "IRONFLOW_PUBLIC_URL", "", "URL racks, clients and other regions reach this region at"},
+	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
+}
+
+func newRegionServeCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the region API on top of PostgreSQL until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := serveConfig(cmd)
+			if cfg.DatabaseURL == "" {
+				return errors.New("no database: give --database-url or set IRONFLOW_DATABASE_URL")
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			return server.Run(cmd.Context(), cfg)
+		},
+	}
+	for _, f := range serveFlags {
+		c.Flags().String(f.name, f.def, f.usage+" (env "+f.env+")")
+	}
+	return c
+}
+
+// serveConfig reads the serve flags, each falling back to its environment variable.
+func serveConfig(cmd *cobra.Command) server.Config {
+	value := make(map[string]string, len(serveFlags))
+	for _, f := range serveFlags {
+		value[f.name] = flagOrEnv(cmd, f.name, f.env)
+	}
+	return server.Config{
+		DatabaseURL: value["database-url"],
+		Listen:      value["listen"],
+		Name:        value["name"],
+		PublicURL:   value["public-url"],
+		AdminToken:  value["admin-token"],
+		Version:     version,
+	}
+}
+
+var infoColumns = []column[api.Info]{
+	{"NAME", func(i api.Info) string { return i.Name }},
+	{"UUID", func(i api.Info) string { return i.Uuid }},
+	{"URL", func(i api.Info) string { return i.URL }},
+	{"VERSION", func(i api.Info) string { return i.Version }},
+	{"ENDPOINTS", func(i api.Info) string { return cellList(i.Endpoints) }},
+}
+
+func newRegionInfoCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "info",
+		Short: "Show the region's name, UUID, URL and the endpoints of its cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info, err := regionClient(cmd).Info(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return render(cmd, info, []api.Info{info}, infoColumns)
+		},
+	}
+}

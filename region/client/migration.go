@@ -1,0 +1,51 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// Migration calls of region/api/migration.go. Each comment names the region it is meant for.
+
+// MintTicket asks this (destination) region for a single-use import ticket.
+func (c *Client) MintTicket(ctx context.Context, req api.TicketRequest) (api.Ticket, error) {
+	return call[api.Ticket](ctx, c, request{method: http.MethodPost, path: apiPath("migrate-tickets"), in: req})
+}
+
+// Quiesce stops the machine at key on this (source) region and snapshots it.
+func (c *Client) Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
+	return callKey[api.Machine](ctx, c, http.MethodPost, req, api.KindMachines, key, "quiesce")
+}
+
+// Unquiesce restores the machine at key on the source from its snapshot (compensation of Quiesce).
+func (c *Client) Unquiesce(ctx context.Context, key string) (api.Machine, error) {
+	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "unquiesce")
+}
+
+// Export returns the bundle (machine, jobs, logs, profiles) of the machine at key on the source.
+func (c *Client) Export(ctx context.Context, key string) (api.Bundle, error) {
+	return callKey[api.Bundle](ctx, c, http.MethodGet, nil, api.KindMachines, key, "export")
+}
+
+// Import creates the bundle's machine, inactive, on this (destination) region.
+func (c *Client) Import(ctx context.Context, req api.ImportRequest) (api.Machine, error) {
+	return call[api.Machine](ctx, c, request{method: http.MethodPost, path: apiPath(api.KindMachines, "import"), in: req})
+}
+
+// FinalizeMigration turns the machine at key on the source into a locked stub redirecting
+// to the destination.
+func (c *Client) FinalizeMigration(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
+	return callKey[api.Machine](ctx, c, http.MethodPost, req, api.KindMachines, key, "finalize-migration")
+}
+
+// RestoreMigration undoes FinalizeMigration on the source from its snapshot (compensation).
+func (c *Client) RestoreMigration(ctx context.Context, key string) (api.Machine, error) {
+	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "restore-migration")
+}
+
+// Activate makes the imported machine at key runnable and available on this (destination) region.
+func (c *Client) Activate(ctx context.Context, key string) (api.Machine, error) {
+	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "activate")
+}
