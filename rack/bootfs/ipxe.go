@@ -1,0 +1,63 @@
+package bootfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// DebianIPXEDir is where Debian's ipxe package installs its binaries.
+const DebianIPXEDir = "/usr/lib/ipxe"
+
+// IPXEBinaries are the iPXE images the DHCP server hands out by client architecture.
+var IPXEBinaries = []string{"undionly.kpxe", "ipxe.pxe", "ipxe.efi", "snponly.efi", "ipxe.lkrn"}
+
+// InstallIPXE copies the iPXE binaries found in srcDir into the boot directory and returns the
+// names it copied. Missing binaries are skipped: the ipxe package is optional on a rack.
+// Each copy is written to a temporary file and renamed, so TFTP never serves a partial image.
+func (d *Dir) InstallIPXE(srcDir string) ([]string, error) {
+	var copied []string
+	for _, name := range IPXEBinaries {
+		err := copyFileAtomic(filepath.Join(srcDir, name), filepath.Join(d.root, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return copied, fmt.Errorf("install %s: %w", name, err)
+		}
+		copied = append(copied, name)
+	}
+	return copied, nil
+}
+
+func copyFileAtomic(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
+}

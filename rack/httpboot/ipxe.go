@@ -1,0 +1,148 @@
+package httpboot
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"text/template"
+	"unicode"
+)
+
+// BootEnvLocal makes a machine boot from its local disk.
+const BootEnvLocal = "local"
+
+// Boot is what a machine boots next. Kernel and Initrds are paths in the boot directory
+// (served under /boot/) or absolute http(s) URLs.
+type Boot struct {
+	BootEnv string
+	Kernel  string
+	Initrds []string
+	Cmdline string
+}
+
+// MachineLookup finds what a machine boots; found is false for a MAC nobody knows, which then
+// boots the discovery environment.
+type MachineLookup interface {
+	BootByMAC(ctx context.Context, mac net.HardwareAddr) (boot Boot, found bool, err error)
+}
+
+// validate refuses boot parameters that would break out of their line in the script or that
+// name no kernel.
+func (b Boot) validate() error {
+	for _, v := range append([]string{b.BootEnv, b.Kernel, b.Cmdline}, b.Initrds...) {
+		if strings.ContainsFunc(v, unicode.IsControl) {
+			return fmt.Errorf("control character in %q", v)
+		}
+	}
+	if b.BootEnv != BootEnvLocal && b.Kernel == "" {
+		return fmt.Errorf("boot env %q names no kernel", b.BootEnv)
+	}
+	for _, v := range append([]string{b.Kernel}, b.Initrds...) {
+		if strings.ContainsAny(v, " \t") {
+			return fmt.Errorf("space in file %q", v)
+		}
+	}
+	return nil
+}
+
+// bootScript chains every iPXE client to the script of its own MAC, and keeps retrying while
+// the rack cannot answer (for example during a region outage with no cached answer).
+var bootScript = template.Must(template.New("boot").Parse(`#!ipxe
+# Ironflow: continue with this machine's own script.
+:retry
+chain --replace {{.}}/ipxe/mac/${netX/mac:hexhyp}.ipxe || goto wait
+:wait
+echo Ironflow: no boot script yet, retrying in 10 seconds
+sleep 10
+goto retry
+`))
+
+var machineScript = template.Must(template.New("machine").Parse(`#!ipxe
+# Ironflow: {{.What}} {{.MAC}}, boot env {{.BootEnv}}
+{{if .Local}}exit
+{{else}}kernel {{.Kernel}}{{range .InitrdNames}} initrd={{.}}{{end}}{{if .Cmdline}} {{.Cmdline}}{{end}}
+{{range .Initrds}}initrd {{.}}
+{{end}}boot
+{{end}}`))
+
+type machineScriptData struct {
+	What, MAC, BootEnv, Kernel, Cmdline string
+	Local                               bool
+	Initrds, InitrdNames                []string
+}
+
+func (s *Server) serveBootScript(w http.ResponseWriter, r *http.Request) {
+	writeScript(w, bootScript, baseURL(r))
+}
+
+func (s *Server) serveMachineScript(w http.ResponseWriter, r *http.Request) {
+	file := r.PathValue("file")
+	name, ok := strings.CutSuffix(file, ".ipxe")
+	mac, err := net.ParseMAC(name)
+	if !ok || err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not <mac>.ipxe", file))
+		return
+	}
+	boot, found, err := s.cfg.Machines.BootByMAC(r.Context(), mac)
+	if err != nil {
+		s.log.Warn("machine lookup failed", "mac", mac.String(), "err", err)
+		writeError(w, http.StatusServiceUnavailable, "machine lookup failed; retry")
+		return
+	}
+	what := "machine"
+	if !found {
+		what, boot = "unknown machine, discovery for", s.cfg.Discovery
+	}
+	if err := boot.validate(); err != nil {
+		s.log.Error("invalid boot parameters", "mac", mac.String(), "err", err)
+		writeError(w, http.StatusInternalServerError, "invalid boot parameters for "+mac.String())
+		return
+	}
+	base := baseURL(r)
+	data := machineScriptData{What: what, MAC: mac.String(), BootEnv: boot.BootEnv,
+		Local: boot.BootEnv == BootEnvLocal, Kernel: assetURL(base, boot.Kernel), Cmdline: boot.Cmdline}
+	for _, initrd := range boot.Initrds {
+		data.Initrds = append(data.Initrds, assetURL(base, initrd))
+		data.InitrdNames = append(data.InitrdNames, path.Base(initrd))
+	}
+	writeScript(w, machineScript, data)
+}
+
+func writeScript(w http.ResponseWriter, t *template.Template, data any) {
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store") // what a machine boots changes
+	w.Write(b.Bytes())
+}
+
+// baseURL is this server as the client reached it, so scripts work on every rack interface.
+func baseURL(r *http.Request) string {
+	host := r.Host
+	if host == "" {
+		if addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			host = addr.String()
+		}
+	}
+	return "http://" + host
+}
+
+// assetURL turns a boot-directory path into a URL on this server; absolute URLs pass through.
+func assetURL(base, ref string) string {
+	if strings.HasPrefix(ref, "http://") || strings.HasPrefix(ref, "https://") {
+		return ref
+	}
+	segs := strings.Split(strings.TrimPrefix(ref, "/"), "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return base + "/boot/" + strings.Join(segs, "/")
+}

@@ -1,0 +1,34 @@
+package httpboot
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	proxyErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, region Region) (*metrics, error) {
+	m := &metrics{
+		proxyErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironflow_httpboot_proxy_errors_total",
+			Help: "Proxied agent/metadata requests answered 502 because no region was reachable.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.proxyErrors, currentRegion{region}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+var currentRegionDesc = prometheus.NewDesc("ironflow_rack_current_region",
+	"The region endpoint the rack talks to first (always 1, labelled by URL).", []string{"url"}, nil)
+
+// currentRegion reports the region link's current endpoint at scrape time.
+type currentRegion struct{ region Region }
+
+func (c currentRegion) Describe(ch chan<- *prometheus.Desc) { ch <- currentRegionDesc }
+
+func (c currentRegion) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(currentRegionDesc, prometheus.GaugeValue, 1, c.region.Current().String())
+}

@@ -1,0 +1,163 @@
+// Package httpboot is the rack's HTTP service (:5248): iPXE scripts, boot assets with Range
+// support, and a reverse proxy of the agent and metadata APIs to the current region with
+// failover.
+package httpboot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ironflow/ironflow/rack/bootfs"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// DefaultAddr is where racks serve HTTP boot, as MAAS does.
+const DefaultAddr = ":5248"
+
+// Region forwards requests to the current region, failing over to the others
+// (regionlink.Link implements it).
+type Region interface {
+	Do(req *http.Request) (*http.Response, error)
+	Current() *url.URL
+}
+
+// Config configures a Server.
+type Config struct {
+	Addr      string // default DefaultAddr
+	Dir       *bootfs.Dir
+	Machines  MachineLookup
+	Discovery Boot // what unknown machines boot: the enlistment/discovery environment
+	Region    Region
+	// Registry receives the server's metrics and is what /metrics serves, so the rack can
+	// register its other services' metrics there too.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// Server is the rack's HTTP boot service.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	handler http.Handler
+	metrics *metrics
+}
+
+// New checks cfg and builds the server.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Dir == nil:
+		return nil, errors.New("httpboot: a boot directory is required")
+	case cfg.Machines == nil:
+		return nil, errors.New("httpboot: a machine lookup is required")
+	case cfg.Region == nil:
+		return nil, errors.New("httpboot: a region link is required")
+	case cfg.Registry == nil:
+		return nil, errors.New("httpboot: a metrics registry is required")
+	}
+	if err := cfg.Discovery.validate(); err != nil {
+		return nil, fmt.Errorf("httpboot: discovery boot: %w", err)
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m, err := newMetrics(cfg.Registry, cfg.Region)
+	if err != nil {
+		return nil, fmt.Errorf("httpboot: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpboot"), metrics: m}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ipxe/boot.ipxe", s.serveBootScript)
+	mux.HandleFunc("GET /ipxe/mac/{file}", s.serveMachineScript)
+	mux.HandleFunc("GET /boot/{path...}", s.serveAsset)
+	proxy := s.newProxy()
+	mux.Handle("/api/v1/agent/", proxy)
+	mux.Handle("/metadata/", proxy)
+	mux.HandleFunc("GET /healthz", s.serveHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	s.handler = mux
+	return s, nil
+}
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve listens on the configured address until ctx ends.
+func (s *Server) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("httpboot listen %s: %w", s.cfg.Addr, err)
+	}
+	return s.ServeListener(ctx, ln)
+}
+
+// ServeListener serves on ln until ctx ends, then shuts down gracefully: requests in flight
+// (a kernel download, a proxied agent call) get up to 30 seconds to finish.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("http boot serving", "addr", ln.Addr().String(), "dir", s.cfg.Dir.Root())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("httpboot serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("httpboot shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"Status": "ok", "Region": s.cfg.Region.Current().String()})
+}
+
+// serveAsset serves a file of the boot directory; http.ServeContent handles Range,
+// If-Modified-Since and HEAD.
+func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("path")
+	f, info, err := s.cfg.Dir.OpenFile(name)
+	if err != nil {
+		code := http.StatusForbidden
+		if errors.Is(err, fs.ErrNotExist) {
+			code = http.StatusNotFound
+		}
+		s.log.Info("boot asset refused", "path", name, "remote", r.RemoteAddr, "err", err)
+		writeError(w, code, http.StatusText(code)+": "+name)
+		return
+	}
+	defer f.Close()
+	http.ServeContent(w, r, info.Name(), info.ModTime(), f)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with the API's error body.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, api.Error{Error: msg, Code: code})
+}

@@ -1,0 +1,143 @@
+package regionlink
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+)
+
+const (
+	configFile     = "config.json"
+	maxConfigBytes = 16 << 20
+)
+
+// cachedConfig is the last accepted rack config, as held in memory and on disk.
+type cachedConfig struct {
+	ETag   string          `json:"ETag"`
+	Config json.RawMessage `json:"Config"`
+	hash   [sha256.Size]byte
+}
+
+// loadConfigCache applies the config cached on disk, so a rack restarted with every region
+// down serves what it served before.
+func (l *Link) loadConfigCache() error {
+	path := filepath.Join(l.cfg.StateDir, configFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("regionlink: config cache: %w", err)
+	}
+	var c cachedConfig
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("regionlink: config cache %s: %w", path, err)
+	}
+	if l.cfg.OnConfig != nil {
+		if err := l.cfg.OnConfig(c.Config); err != nil {
+			return fmt.Errorf("regionlink: cached config %s rejected: %w", path, err)
+		}
+	}
+	c.hash = configHash(c.Config)
+	l.config = c
+	l.log.Info("serving cached rack config", "etag", c.ETag, "bytes", len(c.Config))
+	return nil
+}
+
+// Config returns the config in force and whether there is one.
+func (l *Link) Config() (json.RawMessage, bool) {
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	return bytes.Clone(l.config.Config), l.config.Config != nil
+}
+
+// SyncConfig fetches ConfigPath (with failover) and, when it changed, applies it through
+// OnConfig and caches it on disk. Change detection uses If-None-Match with the last ETag and,
+// for regions that send no ETag, a SHA-256 of the payload. A payload that is not JSON or that
+// OnConfig rejects returns an error and leaves the config in force untouched.
+func (l *Link) SyncConfig(ctx context.Context) (changed bool, err error) {
+	if l.cfg.ConfigPath == "" {
+		return false, errors.New("regionlink: no config path configured")
+	}
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
+	if err != nil {
+		return false, err
+	}
+	req.URL = &url.URL{Path: l.cfg.ConfigPath}
+	req.Header.Set("Accept", "application/json")
+	if l.config.ETag != "" {
+		req.Header.Set("If-None-Match", l.config.ETag)
+	}
+	if l.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+l.cfg.Token)
+	}
+	resp, err := l.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("fetch rack config: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxConfigBytes+1))
+	if err != nil {
+		return false, fmt.Errorf("fetch rack config: %w", err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotModified:
+		return false, nil
+	case resp.StatusCode != http.StatusOK:
+		return false, fmt.Errorf("fetch rack config: %s: %s", resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
+	case len(body) > maxConfigBytes:
+		return false, fmt.Errorf("fetch rack config: larger than %d bytes", maxConfigBytes)
+	case !json.Valid(body):
+		return false, errors.New("fetch rack config: payload is not valid JSON")
+	}
+
+	next := cachedConfig{ETag: resp.Header.Get("ETag"), Config: body, hash: configHash(body)}
+	if l.config.Config != nil && next.hash == l.config.hash {
+		if next.ETag != l.config.ETag {
+			l.config.ETag = next.ETag
+			return false, l.persistConfig()
+		}
+		return false, nil
+	}
+	if l.cfg.OnConfig != nil {
+		if err := l.cfg.OnConfig(body); err != nil {
+			return false, fmt.Errorf("rack config rejected: %w", err)
+		}
+	}
+	l.config = next
+	l.log.Info("rack config updated", "etag", next.ETag, "bytes", len(body))
+	return true, l.persistConfig()
+}
+
+// configHash hashes the compact form, which is what the cache file holds (json.Marshal compacts
+// a RawMessage), so a payload compares equal to its cached copy after a restart.
+func configHash(raw json.RawMessage) [sha256.Size]byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return sha256.Sum256(raw)
+	}
+	return sha256.Sum256(b.Bytes())
+}
+
+func (l *Link) persistConfig() error {
+	data, err := json.Marshal(l.config)
+	if err != nil {
+		return fmt.Errorf("encode config cache: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(l.cfg.StateDir, configFile), data); err != nil {
+		return fmt.Errorf("config cache: %w", err)
+	}
+	return nil
+}
