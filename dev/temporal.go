@@ -16,16 +16,6 @@ import (
 // EnvTemporalCLI names the Temporal CLI binary; the Makefile builds it into ./bin.
 const EnvTemporalCLI = "IRONFLOW_TEMPORAL_CLI"
 
-// SearchAttributes are the custom search attributes Ironflow's workflows upsert, with their types.
-var SearchAttributes = map[string]string{
-	"MachineUuid":    "Keyword",
-	"MachineName":    "Keyword",
-	"SourceRegion":   "Keyword",
-	"TargetRegion":   "Keyword",
-	"RackUuid":       "Keyword",
-	"MigrationPhase": "Keyword",
-}
-
 // Temporal is a Temporal dev server (`temporal server start-dev`) run by this process.
 type Temporal struct {
 	Address string // frontend gRPC host:port
@@ -69,7 +59,7 @@ func FindTemporalCLI() (string, error) {
 	}
 }
 
-// StartTemporal starts the dev server with Ironflow's search attributes and waits until it accepts connections.
+// StartTemporal starts the dev server and waits until it accepts connections.
 func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error) {
 	bin := opts.Binary
 	if bin == "" {
@@ -96,9 +86,6 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	}
 	if opts.DBFile != "" {
 		args = append(args, "--db-filename", opts.DBFile)
-	}
-	for name, typ := range SearchAttributes {
-		args = append(args, "--search-attribute", name+"="+typ)
 	}
 	cmd := exec.Command(bin, args...)
 	// Own process group, so Stop ends the server and nothing else.

@@ -7,6 +7,9 @@ import (
 
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/ironflow/ironflow/workers"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 func TestTemporalDevServerHasSearchAttributes(t *testing.T) {
@@ -25,13 +28,16 @@ func TestTemporalDevServerHasSearchAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if err := workers.RegisterSearchAttributes(ctx, c, "default"); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range SearchAttributes {
-		if _, ok := resp.GetCustomAttributes()[name]; !ok {
-			t.Errorf("search attribute %s not registered; have %v", name, resp.GetCustomAttributes())
+	for _, key := range workflows.SearchAttributes() {
+		if _, ok := resp.GetCustomAttributes()[key.GetName()]; !ok {
+			t.Errorf("search attribute %s not registered; have %v", key.GetName(), resp.GetCustomAttributes())
 		}
 	}
 }

@@ -1,0 +1,237 @@
+package dev
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	temporallog "go.temporal.io/sdk/log"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/region/server"
+	"github.com/ironflow/ironflow/region/store"
+	"github.com/ironflow/ironflow/workers"
+)
+
+// RegionNames are the regions of the dev stack, in the roles of the seed's drp1 and drp2.
+var RegionNames = []string{"region-a", "region-b"}
+
+// StackOptions configure a dev stack. Zero ports pick free ones (tests); `ironflow dev` uses
+// the well-known ports so URLs stay the same across restarts.
+type StackOptions struct {
+	StateDir        string // persistent state; empty = a temp dir removed by Stop
+	RegionPorts     []int  // one per region; nil = free ports
+	TemporalPort    int
+	TemporalUIPort  int // -1 = no web UI
+	Seed            bool
+	RunWorker       bool // run the migration worker in this process
+	Logger          *slog.Logger
+	TemporalLogFile string
+	Version         string // reported by the regions' /api/v1/info
+}
+
+// Region is one region controller of the stack.
+type Region struct {
+	Name  string
+	URL   string
+	Store *store.Store
+}
+
+// Stack is the whole system on one machine: PostgreSQL, the Temporal dev server, two regions
+// and a migration worker. Used by `ironflow dev`, `make demo` and the integration tests.
+type Stack struct {
+	StateDir   string
+	AdminToken string
+	Postgres   *Postgres
+	Temporal   *Temporal
+	Regions    map[string]*Region
+	Client     client.Client // Temporal client
+
+	log     *slog.Logger
+	version string
+	tempDir bool
+	runCtx  context.Context // ends when Stop is called
+	cancel  context.CancelFunc
+	group   *errgroup.Group
+}
+
+// StartStack starts everything and returns when every part answers.
+func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
+	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, log: opts.Logger, version: opts.Version}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.StateDir == "" {
+		if s.StateDir, err = os.MkdirTemp("", "ironflow-dev-"); err != nil {
+			return nil, fmt.Errorf("dev state dir: %w", err)
+		}
+		s.tempDir = true
+	}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	if s.AdminToken, err = adminToken(s.StateDir); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.group, runCtx = errgroup.WithContext(runCtx)
+	s.runCtx = runCtx
+
+	if s.Postgres, err = StartPostgres(ctx, filepath.Join(s.StateDir, "postgres")); err != nil {
+		return nil, err
+	}
+	for i, name := range RegionNames {
+		port := 0
+		if i < len(opts.RegionPorts) {
+			port = opts.RegionPorts[i]
+		}
+		if err := s.startRegion(ctx, runCtx, name, port); err != nil {
+			return nil, err
+		}
+	}
+	temporalOpts := TemporalOptions{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile}
+	if s.Temporal, err = StartTemporal(ctx, temporalOpts); err != nil {
+		return nil, err
+	}
+	if s.Client, err = client.Dial(client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)}); err != nil {
+		return nil, fmt.Errorf("dial temporal: %w", err)
+	}
+	if err := workers.RegisterSearchAttributes(ctx, s.Client, "default"); err != nil {
+		return nil, err
+	}
+	if opts.Seed {
+		if err := s.seed(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.RunWorker {
+		if err := s.startWorker(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) startRegion(ctx, runCtx context.Context, name string, port int) error {
+	db := "ironflow_" + strings.ReplaceAll(name, "-", "_")
+	if err := s.Postgres.CreateDatabase(ctx, db); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, s.Postgres.URL(db))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if _, _, err := st.BootstrapAdmin(ctx, s.AdminToken); err != nil {
+		st.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		st.Close()
+		return fmt.Errorf("%s listen: %w", name, err)
+	}
+	url := "http://" + ln.Addr().String()
+	srv := server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, Logger: s.log.With("region", name)})
+	s.group.Go(func() error {
+		defer st.Close()
+		return srv.Serve(runCtx, ln)
+	})
+	s.Regions[name] = &Region{Name: name, URL: url, Store: st}
+	return nil
+}
+
+// RegionsConfig is the worker's view of the stack's regions (name -> URL + admin token).
+func (s *Stack) RegionsConfig() map[string]activities.RegionConfig {
+	out := map[string]activities.RegionConfig{}
+	for name, r := range s.Regions {
+		out[name] = activities.RegionConfig{URL: r.URL, Token: s.AdminToken}
+	}
+	return out
+}
+
+// WriteRegionsFile writes the regions file an `ironflow worker` process reads.
+func (s *Stack) WriteRegionsFile() (string, error) {
+	var b strings.Builder
+	b.WriteString("regions:\n")
+	for _, name := range RegionNames {
+		fmt.Fprintf(&b, "  %s:\n    url: %q\n    token: %q\n", name, s.Regions[name].URL, s.AdminToken)
+	}
+	path := filepath.Join(s.StateDir, "regions.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("regions file: %w", err)
+	}
+	return path, nil
+}
+
+func (s *Stack) startWorker() error {
+	regions, err := activities.NewRegions(s.RegionsConfig(), activities.DialClient)
+	if err != nil {
+		return err
+	}
+	w := workers.NewMigrationWorker(s.Client, &activities.Activities{Regions: regions})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	s.group.Go(func() error {
+		<-s.runCtx.Done()
+		w.Stop()
+		return nil
+	})
+	return nil
+}
+
+// Stop ends every part of the stack and removes a temporary state dir.
+func (s *Stack) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.group != nil {
+		if err := s.group.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("dev stack stopped with an error", "err", err)
+		}
+	}
+	if s.Client != nil {
+		s.Client.Close()
+	}
+	if s.Temporal != nil {
+		s.Temporal.Stop()
+	}
+	if s.Postgres != nil {
+		_ = s.Postgres.Stop()
+	}
+	if s.tempDir {
+		os.RemoveAll(s.StateDir)
+	}
+}
+
+// adminToken reads the stack's admin token, minting and saving one on first start.
+func adminToken(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, "admin-token")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	token := base64.RawURLEncoding.EncodeToString(raw)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("dev state dir: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	return token, nil
+}

@@ -1,0 +1,74 @@
+package api
+
+import "time"
+
+// Rack controller endpoints on the region.
+//
+//	POST /api/v1/racks/register           RackRegistration -> RackRegistered
+//	     Authorization: Bearer <the region's rack secret> (IRONFLOW_RACK_SECRET, or minted at
+//	     first start and shown by `ironflow racks secret` / GET /api/v1/racks/secret, admin only).
+//	     Registering again with the same Uuid is idempotent and returns a fresh token.
+//	GET  /api/v1/racks/{uuid}/config      -> RackConfig, with an ETag; If-None-Match -> 304
+//	POST /api/v1/racks/{uuid}/heartbeat   RackHeartbeat -> Rack (LastSeen and Status updated)
+//	POST /api/v1/racks/{uuid}/leases      []Lease -> LeaseSyncResult (batch upsert by Subnet+Addr)
+//
+// Calls after registration use the rack's token (role rack, user "rack:<uuid>").
+// A rack's Status is derived: "online" when seen within 3 heartbeat intervals, "degraded" when
+// its heartbeat says so, "offline" otherwise, "paused" while a transfer holds it.
+
+// RackRegistration is what a rack sends to join a region.
+type RackRegistration struct {
+	Uuid       string   `json:"Uuid"` // empty on first registration
+	Name       string   `json:"Name"`
+	Interfaces []string `json:"Interfaces"`
+	Version    string   `json:"Version"`
+}
+
+// RackRegistered is the region's answer: the rack's identity, its token, and the region's cluster.
+type RackRegistered struct {
+	Rack   Rack   `json:"Rack"`
+	Token  string `json:"Token"`
+	Region Info   `json:"Region"`
+}
+
+// RackSecret is the shared secret racks register with.
+type RackSecret struct {
+	Secret string `json:"Secret"`
+}
+
+// Reservation is a fixed address for a known machine.
+type Reservation struct {
+	MAC      string `json:"MAC"`
+	Addr     string `json:"Addr"`
+	Hostname string `json:"Hostname"`
+	Machine  string `json:"Machine"` // machine UUID
+	Subnet   string `json:"Subnet"`  // subnet UUID
+	BootEnv  string `json:"BootEnv"` // "local" boots from disk
+}
+
+// RackConfig is everything a rack needs to serve without its region: the subnets of the
+// VLANs it serves DHCP for, reservations for their machines, and the machines' boot settings.
+type RackConfig struct {
+	Rack         Rack          `json:"Rack"`
+	VLANs        []VLAN        `json:"VLANs"`
+	Subnets      []Subnet      `json:"Subnets"`
+	Reservations []Reservation `json:"Reservations"`
+	Leases       []Lease       `json:"Leases"` // active leases the region knows, so a new or moved rack honours them
+}
+
+// RackHeartbeat is sent by a rack every interval.
+type RackHeartbeat struct {
+	Version       string `json:"Version"`
+	Degraded      bool   `json:"Degraded"`
+	Reason        string `json:"Reason"`
+	ActiveLeases  int    `json:"ActiveLeases"`
+	CurrentRegion string `json:"CurrentRegion"`
+}
+
+// LeaseSyncResult says how many leases the region stored.
+type LeaseSyncResult struct {
+	Stored int `json:"Stored"`
+}
+
+// RackHeartbeatInterval is how often racks report; the region derives Status from it.
+const RackHeartbeatInterval = 10 * time.Second
