@@ -81,6 +81,13 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 			s.Stop()
 		}
 	}()
+	// PostgreSQL runs as the postgres user when we are root: it must be able to reach its data dir.
+	if err := os.MkdirAll(s.StateDir, 0o711); err != nil {
+		return nil, fmt.Errorf("dev state dir: %w", err)
+	}
+	if err := os.Chmod(s.StateDir, 0o711); err != nil {
+		return nil, fmt.Errorf("dev state dir: %w", err)
+	}
 	if s.AdminToken, err = adminToken(s.StateDir); err != nil {
 		return nil, err
 	}
@@ -227,9 +234,6 @@ func adminToken(stateDir string) (string, error) {
 		return "", fmt.Errorf("admin token: %w", err)
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw)
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", fmt.Errorf("dev state dir: %w", err)
-	}
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
 	}

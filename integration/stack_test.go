@@ -1,0 +1,128 @@
+// Package integration holds end-to-end tests: real PostgreSQL, a real Temporal dev server,
+// real region processes and sockets, driven through dev.Stack like `ironflow dev` is.
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/region/client"
+)
+
+// startStack starts a fresh dev stack for one test and stops it when the test ends.
+func startStack(t *testing.T, opts dev.StackOptions) *dev.Stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: starts PostgreSQL and the Temporal dev server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	opts.TemporalUIPort = -1
+	stack, err := dev.StartStack(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Stop)
+	return stack
+}
+
+func regionClient(s *dev.Stack, name string) *client.Client {
+	return client.New(s.Regions[name].URL, s.AdminToken)
+}
+
+func TestStackServesTheSeed(t *testing.T) {
+	s := startStack(t, dev.StackOptions{Seed: true})
+	ctx := context.Background()
+	a, b := regionClient(s, "region-a"), regionClient(s, "region-b")
+
+	names := func(c *client.Client) []string {
+		t.Helper()
+		ms, err := c.Machines().List(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	if got := names(a); !equal(got, []string{"birdy", "drp1.rackn", "drp2.rackn"}) {
+		t.Errorf("region-a machines = %v, want the seed's drp1 list", got)
+	}
+	if got := names(b); !equal(got, []string{"drp2.rackn"}) {
+		t.Errorf("region-b machines = %v, want the seed's drp2 list", got)
+	}
+
+	birdy, err := a.Machines().Get(ctx, "Name:birdy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertJSONEqualsFile(t, birdy, "../dev/seeddata/birdy.json")
+
+	info, err := b.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "region-b" || info.URL != s.Regions["region-b"].URL || len(info.Endpoints) == 0 {
+		t.Errorf("region-b info = %+v", info)
+	}
+}
+
+// assertJSONEqualsFile compares v's JSON with the JSON in file, field by field.
+func assertJSONEqualsFile(t *testing.T, v any, file string) {
+	t.Helper()
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertJSONEquals(t, v, want)
+}
+
+func assertJSONEquals(t *testing.T, v any, want []byte) {
+	t.Helper()
+	got, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotFields, wantFields map[string]any
+	if err := json.Unmarshal(got, &gotFields); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &wantFields); err != nil {
+		t.Fatal(err)
+	}
+	for k, w := range wantFields {
+		g, ok := gotFields[k]
+		if !ok {
+			t.Errorf("field %s missing", k)
+			continue
+		}
+		gb, _ := json.Marshal(g)
+		wb, _ := json.Marshal(w)
+		if string(gb) != string(wb) {
+			t.Errorf("field %s = %s, want %s", k, gb, wb)
+		}
+	}
+	for k := range gotFields {
+		if _, ok := wantFields[k]; !ok {
+			t.Errorf("unexpected field %s", k)
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
