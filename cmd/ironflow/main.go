@@ -59,6 +59,7 @@ func newRootCommand() *cobra.Command {
 		newPodsCommand(),
 		newRacksCommand(),
 		newUsersCommand(),
+		newDevCommand(),
 	)
 	return root
 }

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ironflow/ironflow/dev"
+)
+
+// Well-known dev ports, so URLs stay the same across restarts of `ironflow dev`.
+var (
+	devRegionPorts    = []int{5240, 5241}
+	devTemporalPort   = 7233
+	devTemporalUIPort = 8233
+)
+
+func newDevCommand() *cobra.Command {
+	var stateDir string
+	var fresh bool
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole system on this machine: PostgreSQL, Temporal, two regions, a worker",
+		Long: `Runs the embedded default stack in the foreground until Ctrl-C: a throwaway PostgreSQL,
+the Temporal dev server with its web UI, regions region-a and region-b seeded with the
+Digital Rebar migration doc's machines, and a migration worker. State is kept in --state-dir
+across restarts unless --fresh.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if fresh {
+				if err := os.RemoveAll(stateDir); err != nil {
+					return fmt.Errorf("--fresh: %w", err)
+				}
+			}
+			logFile, err := openDevLog(stateDir)
+			if err != nil {
+				return err
+			}
+			defer logFile.Close()
+			fmt.Fprintln(cmd.OutOrStdout(), "starting PostgreSQL, Temporal, region-a, region-b and a worker...")
+			stack, err := dev.StartStack(cmd.Context(), dev.StackOptions{
+				StateDir:        stateDir,
+				RegionPorts:     devRegionPorts,
+				TemporalPort:    devTemporalPort,
+				TemporalUIPort:  devTemporalUIPort,
+				Seed:            true,
+				RunWorker:       true,
+				Logger:          slog.New(slog.NewTextHandler(logFile, nil)),
+				TemporalLogFile: filepath.Join(stateDir, "temporal.log"),
+				Version:         version,
+			})
+			if err != nil {
+				return err
+			}
+			defer stack.Stop()
+			printDevBanner(cmd.OutOrStdout(), stack, logFile.Name())
+			<-cmd.Context().Done()
+			fmt.Fprintln(cmd.OutOrStdout(), "\nstopping...")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&stateDir, "state-dir", ".ironflow-dev", "where the stack keeps its state")
+	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
+	return cmd
+}
+
+func openDevLog(stateDir string) (*os.File, error) {
+	if err := os.MkdirAll(stateDir, 0o711); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(stateDir, "ironflow.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("dev log: %w", err)
+	}
+	return f, nil
+}
+
+func printDevBanner(w io.Writer, s *dev.Stack, logPath string) {
+	a, b := s.Regions["region-a"].URL, s.Regions["region-b"].URL
+	fmt.Fprintf(w, `
+Ironflow is running.
+
+  region-a API      %s
+  region-b API      %s
+  Temporal          %s
+  Temporal web UI   %s
+  admin token       %s
+  logs              %s
+
+Try, in another shell:
+
+  export IRONFLOW_TOKEN=%s
+  bin/ironflow -E %s machines list -o table
+  bin/ironflow -E %s machines show Name:birdy
+  bin/ironflow -E %s machines migrate Name:birdy to "$(bin/ironflow -E %s machines migrateTicket)"
+  bin/ironflow -E %s jobs list Machine=%s
+
+Ctrl-C stops everything.
+`, a, b, s.Temporal.Address, s.Temporal.UIURL, s.AdminToken, logPath,
+		s.AdminToken, a, a, a, b, b, dev.SeedMachine)
+}
