@@ -1,0 +1,392 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// Activities are the migration activities. Each one is idempotent: Temporal may run it again
+// after a worker crash, so every call first looks at the region and does nothing when its
+// effect is already there.
+type Activities struct {
+	Regions RegionResolver
+}
+
+// RepointMethod says how the machine's agent is moved to the destination region.
+type RepointMethod string
+
+// Repoint methods. The ESXi method (temporary SSH key, config rewrite over SSH, sshd and keys
+// restored as found) is added as a new value here plus its branch in the workflow's repoint step.
+const (
+	RepointNone  RepointMethod = "none"  // no agent ever checked in: nothing to repoint
+	RepointAgent RepointMethod = "agent" // the agent follows the stub's redirect; wait for its check-in
+)
+
+// ValidateInput names the machine and regions of one migration.
+type ValidateInput struct {
+	Migration    string // workflow ID, the value of Meta.migrating while the machine is quiesced
+	SourceRegion string
+	TargetRegion string
+	Machine      string // UUID or "Field:value"
+	// AgentOnly validates a SkipMachineMigration run: the machine already lives on the target
+	// and only its agent moves.
+	AgentOnly bool
+}
+
+// ValidateResult is what the workflow keeps about the machine; small on purpose (it is
+// stored in workflow history).
+type ValidateResult struct {
+	MachineUuid    string
+	MachineName    string
+	RackUuid       string
+	TargetEndpoint string // public URL of the destination region
+	RunningJob     string // UUID of a job running on the source, "" when none
+	Repoint        RepointMethod
+	AgentLastSeen  string // Meta.agent-last-seen before the migration; a newer value means the agent moved
+}
+
+// ValidateMigration checks both regions and the machine, and looks for conflicts on the
+// destination. Every refusal is non-retryable and says what to fix.
+func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (ValidateResult, error) {
+	var res ValidateResult
+	if in.SourceRegion == in.TargetRegion {
+		return res, nonRetryable(ErrRegionMismatch, "source and target region are both %q", in.SourceRegion)
+	}
+	src, srcInfo, err := a.checkedRegion(ctx, in.SourceRegion)
+	if err != nil {
+		return res, err
+	}
+	dst, dstInfo, err := a.checkedRegion(ctx, in.TargetRegion)
+	if err != nil {
+		return res, err
+	}
+	if srcInfo.Uuid != "" && srcInfo.Uuid == dstInfo.Uuid {
+		return res, nonRetryable(ErrRegionMismatch, "regions %q and %q are the same region (uuid %s)", in.SourceRegion, in.TargetRegion, srcInfo.Uuid)
+	}
+	res.TargetEndpoint = dstInfo.URL
+
+	home, homeName := src, in.SourceRegion
+	if in.AgentOnly {
+		home, homeName = dst, in.TargetRegion
+	}
+	m, err := home.GetMachine(ctx, in.Machine)
+	if isNotFound(err) {
+		return res, nonRetryable(ErrMachineNotFound, "machine %s not found on region %s", in.Machine, homeName)
+	}
+	if err != nil {
+		return res, classify(err, "get machine %s on %s", in.Machine, homeName)
+	}
+	res.MachineUuid, res.MachineName, res.RackUuid = m.Uuid, m.Name, m.Rack
+	res.AgentLastSeen = m.Meta[api.MetaAgentLastSeen]
+	res.Repoint = RepointNone
+	if res.AgentLastSeen != "" {
+		res.Repoint = RepointAgent
+	}
+	if in.AgentOnly {
+		return res, nil
+	}
+
+	if err := checkMigratable(m, in); err != nil {
+		return res, err
+	}
+	if err := checkConflicts(ctx, dst, m, in.TargetRegion); err != nil {
+		return res, err
+	}
+	if m.CurrentJob != "" {
+		job, err := src.GetJob(ctx, m.CurrentJob)
+		switch {
+		case isNotFound(err):
+		case err != nil:
+			return res, classify(err, "get current job %s of machine %s on %s", m.CurrentJob, m.Uuid, in.SourceRegion)
+		case job.State == api.JobRunning:
+			res.RunningJob = job.Uuid
+		}
+	}
+	return res, nil
+}
+
+// checkedRegion resolves a region and checks that it answers and is the region its name says.
+func (a *Activities) checkedRegion(ctx context.Context, name string) (Region, api.Info, error) {
+	r, err := a.Regions.Region(name)
+	if err != nil {
+		return nil, api.Info{}, err
+	}
+	info, err := r.Info(ctx)
+	if err != nil {
+		return nil, info, classify(err, "region %s info", name)
+	}
+	if info.Name != name {
+		return nil, info, nonRetryable(ErrRegionMismatch, "region %q of the regions file reports its name as %q: fix the worker's regions file", name, info.Name)
+	}
+	return r, info, nil
+}
+
+func checkMigratable(m api.Machine, in ValidateInput) error {
+	switch {
+	case m.WorkOrderMode:
+		return nonRetryable(ErrWorkOrderMode, "machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
+	case m.Meta[api.MetaRedirectEndpoint] != "":
+		return nonRetryable(ErrAlreadyMigrated, "machine %s (%s) on %s is a stub already migrated to %s", m.Name, m.Uuid, in.SourceRegion, m.Meta[api.MetaRedirectEndpoint])
+	case m.Meta[api.MetaMigrating] != "" && m.Meta[api.MetaMigrating] != in.Migration:
+		return nonRetryable(ErrAlreadyMigrating, "machine %s (%s) is already being migrated by %s", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
+	}
+	return nil
+}
+
+// checkConflicts refuses a destination that already has this machine, or another machine
+// with the same Name or one of its MACs, and names every conflicting machine.
+func checkConflicts(ctx context.Context, dst Region, m api.Machine, target string) error {
+	var conflicts []string
+	if _, err := dst.GetMachine(ctx, m.Uuid); err == nil {
+		conflicts = append(conflicts, fmt.Sprintf("machine %s already exists there", m.Uuid))
+	} else if !isNotFound(err) {
+		return classify(err, "look up machine %s on %s", m.Uuid, target)
+	}
+	keys := []struct{ field, value string }{{"Name", m.Name}}
+	for _, mac := range m.HardwareAddrs {
+		keys = append(keys, struct{ field, value string }{"HardwareAddrs", mac})
+	}
+	for _, k := range keys {
+		other, err := dst.GetMachine(ctx, k.field+":"+k.value)
+		switch {
+		case isNotFound(err):
+		case err != nil:
+			return classify(err, "look up %s %s on %s", k.field, k.value, target)
+		case other.Uuid != m.Uuid:
+			conflicts = append(conflicts, fmt.Sprintf("%s %s is used by machine %s (%s)", k.field, k.value, other.Name, other.Uuid))
+		}
+	}
+	if len(conflicts) > 0 {
+		return nonRetryable(ErrDestinationConflict, "cannot migrate machine %s (%s) to %s: %s", m.Name, m.Uuid, target, strings.Join(conflicts, "; "))
+	}
+	return nil
+}
+
+// MintTicket mints a single-use import ticket on the target region and returns its token.
+// The ticket is short-lived and single-use, so it may sit in workflow history.
+func (a *Activities) MintTicket(ctx context.Context, targetRegion string) (string, error) {
+	dst, err := a.Regions.Region(targetRegion)
+	if err != nil {
+		return "", err
+	}
+	t, err := dst.MintTicket(ctx, api.TicketRequest{})
+	if err != nil {
+		return "", classify(err, "mint a migrate ticket on %s", targetRegion)
+	}
+	return t.Token, nil
+}
+
+// MachineRef names a machine on a region, within a migration.
+type MachineRef struct {
+	Region    string
+	Machine   string // UUID
+	Migration string // workflow ID
+}
+
+// Quiesce stops new work on the source machine and marks it as held by this migration.
+func (a *Activities) Quiesce(ctx context.Context, ref MachineRef) error {
+	r, m, err := a.machine(ctx, ref)
+	if err != nil {
+		return err
+	}
+	switch m.Meta[api.MetaMigrating] {
+	case ref.Migration:
+		return nil // quiesced by this migration before a crash
+	case "":
+	default:
+		return nonRetryable(ErrAlreadyMigrating, "machine %s is already being migrated by %s", ref.Machine, m.Meta[api.MetaMigrating])
+	}
+	_, err = r.Quiesce(ctx, ref.Machine, api.QuiesceRequest{Migration: ref.Migration})
+	return classify(err, "quiesce machine %s on %s", ref.Machine, ref.Region)
+}
+
+// Unquiesce undoes Quiesce; it does nothing when this migration does not hold the machine.
+func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
+	r, m, err := a.machine(ctx, ref)
+	if err != nil || m.Meta[api.MetaMigrating] != ref.Migration {
+		return err
+	}
+	_, err = r.Unquiesce(ctx, ref.Machine)
+	return classify(err, "unquiesce machine %s on %s", ref.Machine, ref.Region)
+}
+
+// CopyInput names the two ends of the copy.
+type CopyInput struct {
+	SourceRegion string
+	TargetRegion string
+	Machine      string // UUID
+	Ticket       string
+}
+
+// CopyResult counts what was copied.
+type CopyResult struct {
+	Jobs     int
+	Profiles int
+}
+
+// ExportImport exports the machine's bundle from the source and imports it, inactive, into
+// the target, inside one activity so the bundle never enters workflow history. Validation
+// made sure the target had no machine with this UUID, so an inactive copy found there is the
+// result of an earlier attempt of this activity and is kept.
+func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult, error) {
+	src, err := a.Regions.Region(in.SourceRegion)
+	if err != nil {
+		return CopyResult{}, err
+	}
+	dst, err := a.Regions.Region(in.TargetRegion)
+	if err != nil {
+		return CopyResult{}, err
+	}
+	bundle, err := src.Export(ctx, in.Machine)
+	if err != nil {
+		return CopyResult{}, classify(err, "export machine %s from %s", in.Machine, in.SourceRegion)
+	}
+	res := CopyResult{Jobs: len(bundle.Jobs), Profiles: len(bundle.Profiles)}
+	existing, err := dst.GetMachine(ctx, in.Machine)
+	switch {
+	case err == nil && existing.Runnable:
+		return res, nonRetryable(ErrDestinationConflict, "machine %s is already active on %s", in.Machine, in.TargetRegion)
+	case err == nil:
+		activity.GetLogger(ctx).Info("machine already imported by an earlier attempt", "machine", in.Machine, "region", in.TargetRegion)
+		return res, nil
+	case !isNotFound(err):
+		return res, classify(err, "look up machine %s on %s", in.Machine, in.TargetRegion)
+	}
+	if _, err := dst.Import(ctx, api.ImportRequest{Ticket: in.Ticket, Bundle: bundle}); err != nil {
+		return res, classify(err, "region %s refused the import of machine %s", in.TargetRegion, in.Machine)
+	}
+	return res, nil
+}
+
+// DeleteImportedCopy undoes ExportImport. It never deletes an active machine: that would
+// leave the machine active nowhere.
+func (a *Activities) DeleteImportedCopy(ctx context.Context, ref MachineRef) error {
+	r, m, err := a.machine(ctx, ref)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if m.Runnable {
+		return nonRetryable(ErrUnsafeDelete, "machine %s is active on %s; not deleting it", ref.Machine, ref.Region)
+	}
+	return a.deleteMachine(ctx, r, ref)
+}
+
+// FinalizeInput names the source machine and where its stub redirects to.
+type FinalizeInput struct {
+	MachineRef
+	RedirectEndpoint string
+}
+
+// FinalizeMigration turns the source record into the locked stub redirecting to the target.
+func (a *Activities) FinalizeMigration(ctx context.Context, in FinalizeInput) error {
+	r, m, err := a.machine(ctx, in.MachineRef)
+	if err != nil || m.Meta[api.MetaRedirectEndpoint] == in.RedirectEndpoint {
+		return err
+	}
+	_, err = r.FinalizeMigration(ctx, in.Machine, api.FinalizeRequest{RedirectEndpoint: in.RedirectEndpoint})
+	return classify(err, "finalize machine %s on %s", in.Machine, in.Region)
+}
+
+// RestoreMigration undoes FinalizeMigration; it does nothing when the machine is not a stub.
+func (a *Activities) RestoreMigration(ctx context.Context, ref MachineRef) error {
+	r, m, err := a.machine(ctx, ref)
+	if err != nil || m.Meta[api.MetaRedirectEndpoint] == "" {
+		return err
+	}
+	_, err = r.RestoreMigration(ctx, ref.Machine)
+	return classify(err, "restore machine %s on %s", ref.Machine, ref.Region)
+}
+
+// Activate makes the imported machine runnable on the target (idempotent on the region).
+func (a *Activities) Activate(ctx context.Context, ref MachineRef) error {
+	r, err := a.Regions.Region(ref.Region)
+	if err != nil {
+		return err
+	}
+	_, err = r.Activate(ctx, ref.Machine)
+	return classify(err, "activate machine %s on %s", ref.Machine, ref.Region)
+}
+
+// DeleteStub removes the locked stub left on the source. It refuses to delete anything that
+// is not a stub, so a live record is never lost.
+func (a *Activities) DeleteStub(ctx context.Context, ref MachineRef) error {
+	r, m, err := a.machine(ctx, ref)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !m.Locked || m.Meta[api.MetaRedirectEndpoint] == "" {
+		return nonRetryable(ErrUnsafeDelete, "machine %s on %s is not a migrated stub; not deleting it", ref.Machine, ref.Region)
+	}
+	return a.deleteMachine(ctx, r, ref)
+}
+
+// AgentWaitInput says which check-in to wait for, and until when.
+type AgentWaitInput struct {
+	MachineRef
+	Previous     string    // Meta.agent-last-seen before the migration
+	Deadline     time.Time // absolute, so a retried attempt does not extend the wait
+	PollInterval time.Duration
+}
+
+// WaitForAgentCheckIn polls the target until the machine's agent has checked in there
+// (Meta.agent-last-seen differs from Previous), heartbeating so a cancelled workflow stops it.
+func (a *Activities) WaitForAgentCheckIn(ctx context.Context, in AgentWaitInput) error {
+	r, err := a.Regions.Region(in.Region)
+	if err != nil {
+		return err
+	}
+	ticker := time.NewTicker(in.PollInterval)
+	defer ticker.Stop()
+	for {
+		m, err := r.GetMachine(ctx, in.Machine)
+		switch {
+		case err == nil && m.Meta[api.MetaAgentLastSeen] != "" && m.Meta[api.MetaAgentLastSeen] != in.Previous:
+			return nil
+		case err != nil && isFinal(err):
+			return classify(err, "get machine %s on %s", in.Machine, in.Region)
+		case err != nil:
+			activity.GetLogger(ctx).Warn("polling for the agent check-in", "machine", in.Machine, "error", err)
+		}
+		if !time.Now().Before(in.Deadline) {
+			return nonRetryable(ErrAgentCheckInTimeout, "the agent of machine %s did not check in at %s by %s", in.Machine, in.Region, in.Deadline.Format(time.RFC3339))
+		}
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// machine resolves ref's region and reads the machine, classifying the error.
+func (a *Activities) machine(ctx context.Context, ref MachineRef) (Region, api.Machine, error) {
+	r, err := a.Regions.Region(ref.Region)
+	if err != nil {
+		return nil, api.Machine{}, err
+	}
+	m, err := r.GetMachine(ctx, ref.Machine)
+	// A 404 stays visible to isNotFound through the application error's cause: callers
+	// decide whether a missing machine means done or wrong.
+	return r, m, classify(err, "get machine %s on %s", ref.Machine, ref.Region)
+}
+
+func (a *Activities) deleteMachine(ctx context.Context, r Region, ref MachineRef) error {
+	err := r.DeleteMachine(ctx, ref.Machine)
+	if isNotFound(err) {
+		return nil
+	}
+	return classify(err, "delete machine %s on %s", ref.Machine, ref.Region)
+}

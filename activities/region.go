@@ -1,0 +1,109 @@
+// Package activities holds the Temporal activities of Ironflow's workflows. Activities talk to
+// regions through the Region interface; credentials come from the worker's regions file, never
+// from workflow inputs.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
+)
+
+// Region is what the migration activities need from one region (see region/api/migration.go).
+type Region interface {
+	Info(ctx context.Context) (api.Info, error)
+	GetMachine(ctx context.Context, key string) (api.Machine, error)
+	DeleteMachine(ctx context.Context, key string) error
+	GetJob(ctx context.Context, key string) (api.Job, error)
+	MintTicket(ctx context.Context, req api.TicketRequest) (api.Ticket, error)
+	Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error)
+	Unquiesce(ctx context.Context, key string) (api.Machine, error)
+	Export(ctx context.Context, key string) (api.Bundle, error)
+	Import(ctx context.Context, req api.ImportRequest) (api.Machine, error)
+	FinalizeMigration(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error)
+	RestoreMigration(ctx context.Context, key string) (api.Machine, error)
+	Activate(ctx context.Context, key string) (api.Machine, error)
+}
+
+// RegionResolver finds the Region client of a region by its name or its public URL.
+type RegionResolver interface {
+	Region(nameOrURL string) (Region, error)
+}
+
+// ClientRegion adapts *client.Client to Region: the generic CRUD calls become the named
+// machine and job calls the activities use.
+type ClientRegion struct {
+	*client.Client
+}
+
+// GetMachine returns the machine at key (UUID or "Field:value").
+func (c ClientRegion) GetMachine(ctx context.Context, key string) (api.Machine, error) {
+	return c.Machines().Get(ctx, key)
+}
+
+// DeleteMachine deletes the machine at key without force.
+func (c ClientRegion) DeleteMachine(ctx context.Context, key string) error {
+	return c.Machines().Delete(ctx, key, false)
+}
+
+// GetJob returns the job at key.
+func (c ClientRegion) GetJob(ctx context.Context, key string) (api.Job, error) {
+	return c.Jobs().Get(ctx, key)
+}
+
+// Application error types set by the activities and the workflow, so callers can tell
+// failures apart with temporal.ApplicationError.Type().
+const (
+	ErrUnknownRegion       = "UnknownRegion"
+	ErrRegionMismatch      = "RegionMismatch"
+	ErrMachineNotFound     = "MachineNotFound"
+	ErrWorkOrderMode       = "WorkOrderMode"
+	ErrAlreadyMigrating    = "AlreadyMigrating"
+	ErrAlreadyMigrated     = "AlreadyMigrated"
+	ErrDestinationConflict = "DestinationConflict"
+	ErrRegionRefused       = "RegionRefused"
+	ErrUnsafeDelete        = "UnsafeDelete"
+	ErrAgentCheckInTimeout = "AgentCheckInTimeout"
+)
+
+// classify turns a region error into an activity error: the region's 4xx answers are final
+// (retrying the same request cannot change them), while 5xx, 408, 429 and network errors are
+// returned as they are so Temporal retries them.
+func classify(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	msg := fmt.Sprintf(format, args...)
+	if isFinal(err) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", msg, err), ErrRegionRefused, err)
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+func isFinal(err error) bool {
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.StatusCode {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return apiErr.StatusCode >= 400 && apiErr.StatusCode < 500
+}
+
+// isNotFound reports a 404 answer.
+func isNotFound(err error) bool {
+	var apiErr *client.APIError
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound
+}
+
+func nonRetryable(errType, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, nil)
+}

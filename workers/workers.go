@@ -1,0 +1,64 @@
+// Package workers wires workflows and activities into Temporal workers.
+package workers
+
+import (
+	"context"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Option changes the worker options of NewMigrationWorker.
+type Option func(*worker.Options)
+
+// WithOptions replaces the worker options (concurrency, identity, ...).
+func WithOptions(o worker.Options) Option {
+	return func(opts *worker.Options) { *opts = o }
+}
+
+// NewMigrationWorker returns a worker on workflows.TaskQueue running the migration
+// workflows and their activities. Call Run or Start on it.
+func NewMigrationWorker(c client.Client, acts *activities.Activities, opts ...Option) worker.Worker {
+	var o worker.Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	w := worker.New(c, workflows.TaskQueue, o)
+	RegisterMigration(w, acts)
+	return w
+}
+
+// RegisterMigration registers the migration workflows and activities on r.
+func RegisterMigration(r worker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflow(workflows.MigrateMachine)
+	r.RegisterActivity(acts)
+}
+
+// RegisterSearchAttributes adds the workflows' custom search attributes to namespace, skipping
+// those already there, so a dev server or a test server accepts the workflows' upserts.
+func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	existing, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes of %s: %w", namespace, err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for _, key := range workflows.SearchAttributes() {
+		if _, ok := existing.GetCustomAttributes()[key.GetName()]; !ok {
+			missing[key.GetName()] = key.GetValueType()
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: namespace, SearchAttributes: missing})
+	if err != nil {
+		return fmt.Errorf("add search attributes to %s: %w", namespace, err)
+	}
+	return nil
+}

@@ -1,0 +1,389 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/activities"
+)
+
+// Phases of MigrateMachine, in the MigrationPhase search attribute and the progress query.
+const (
+	PhaseValidating     = "validating"
+	PhaseWaitingForJob  = "waiting-for-job"
+	PhaseMintingTicket  = "minting-ticket"
+	PhaseQuiescing      = "quiescing"
+	PhaseCopying        = "copying"
+	PhaseFinalizing     = "finalizing"
+	PhaseRepointing     = "repointing-agent"
+	PhaseActivating     = "activating"
+	PhaseDestroyingStub = "destroying-stub"
+	PhaseCompensating   = "compensating"
+	PhaseCompleted      = "completed"
+	PhaseFailed         = "failed"
+	PhaseCanceled       = "canceled"
+)
+
+// Application error types raised by the workflow itself (activities raise theirs, see
+// package activities).
+const (
+	ErrInvalidInput       = "InvalidInput"
+	ErrJobRunning         = "JobRunning"
+	ErrCompensationFailed = "CompensationFailed"
+	ErrAfterActivation    = "FailedAfterActivation"
+)
+
+// DefaultAgentCheckInTimeout bounds the wait for a repointed agent when the input says nothing.
+const DefaultAgentCheckInTimeout = 30 * time.Minute
+
+const (
+	jobPollInterval   = 30 * time.Second // re-check a running job this often while waiting
+	agentPollInterval = 5 * time.Second
+)
+
+// MigrateMachineInput names what to migrate. Regions are names from the worker's regions
+// file: inputs are stored in plain text in Temporal history, so they never carry credentials.
+type MigrateMachineInput struct {
+	SourceRegion string
+	TargetRegion string
+	Machine      string // UUID or "Field:value", e.g. "Name:birdy"
+	// Ticket is a single-use import ticket minted by the target; empty mints one.
+	Ticket string
+	// SkipMachineMigration only repoints the agent (the machine record already moved).
+	SkipMachineMigration bool
+	// SkipMachineDestroy keeps the locked stub on the source; nil means true, as in DRP.
+	SkipMachineDestroy *bool
+	// WaitForRunningJob is how long to wait for a running job to end before failing.
+	WaitForRunningJob time.Duration
+	// AgentCheckInTimeout bounds the wait for the agent at the target (0: the default).
+	AgentCheckInTimeout time.Duration
+}
+
+// MigrateMachineResult describes a finished migration.
+type MigrateMachineResult struct {
+	MachineUuid    string
+	MachineName    string
+	TargetEndpoint string
+	Jobs           int
+	Profiles       int
+	AgentRepointed bool
+	StubDeleted    bool
+}
+
+// Progress is the answer of the progress query.
+type Progress struct {
+	Phase      string
+	StepsDone  int
+	StepsTotal int
+	Errors     []string
+}
+
+// acts names the activities; the workflow only uses its methods as activity references.
+var acts *activities.Activities
+
+// Activity options. Forward steps give up after a bounded number of retries (and then
+// compensate); compensations and activation, which must not be abandoned, retry for an hour.
+var (
+	regionCallOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	}
+	copyOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         regionCallOptions.RetryPolicy,
+	}
+	mustFinishOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+	}
+)
+
+// MigrateMachine moves a machine, its jobs and profiles from one region to another
+// (DESIGN.md "Migration semantics"). Every step that changes a region pushes its undo first;
+// on failure or cancellation the undos run in reverse, until activation commits the move.
+func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachineResult, error) {
+	m := &migration{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID, ticket: in.Ticket}
+	m.progress.StepsTotal = 1
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, m.query); err != nil {
+		return MigrateMachineResult{}, fmt.Errorf("register progress query: %w", err)
+	}
+	if err := in.check(); err != nil {
+		return m.fail(ctx, PhaseValidating, err)
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
+		return MigrateMachineResult{}, fmt.Errorf("upsert search attributes: %w", err)
+	}
+	if err := m.validate(ctx); err != nil {
+		return m.fail(ctx, m.progress.Phase, err)
+	}
+	m.progress.StepsDone++
+	steps := m.plan()
+	m.progress.StepsTotal += len(steps)
+	for _, s := range steps {
+		if err := m.setPhase(ctx, s.phase); err != nil {
+			return m.fail(ctx, s.phase, err)
+		}
+		if s.undo != nil {
+			m.comps.Add(s.undoName, s.undo)
+		}
+		if err := s.do(ctx); err != nil {
+			return m.fail(ctx, s.phase, err)
+		}
+		m.progress.StepsDone++
+		if s.commits {
+			m.comps.Commit()
+			m.activated = true
+		}
+	}
+	return m.result, m.setPhase(ctx, PhaseCompleted)
+}
+
+func (in MigrateMachineInput) check() error {
+	var problems []error
+	if in.SourceRegion == "" {
+		problems = append(problems, errors.New("SourceRegion is empty"))
+	}
+	if in.TargetRegion == "" {
+		problems = append(problems, errors.New("TargetRegion is empty"))
+	}
+	if in.Machine == "" {
+		problems = append(problems, errors.New("Machine is empty"))
+	}
+	if in.WaitForRunningJob < 0 || in.AgentCheckInTimeout < 0 {
+		problems = append(problems, errors.New("durations must not be negative"))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return temporal.NewNonRetryableApplicationError("invalid migration input: "+err.Error(), ErrInvalidInput, nil)
+	}
+	return nil
+}
+
+// migration is the state of one MigrateMachine run.
+type migration struct {
+	in        MigrateMachineInput
+	id        string
+	machine   activities.ValidateResult
+	ticket    string
+	result    MigrateMachineResult
+	progress  Progress
+	comps     Compensations
+	activated bool
+}
+
+// step is one forward step of the plan and, for steps that change the source or target
+// before activation, its undo.
+type step struct {
+	phase    string
+	do       func(workflow.Context) error
+	undoName string
+	undo     func(workflow.Context) error
+	commits  bool
+}
+
+// plan lists the steps after validation (DESIGN.md steps 2-9).
+func (m *migration) plan() []step {
+	var steps []step
+	if !m.in.SkipMachineMigration {
+		if m.ticket == "" {
+			steps = append(steps, step{phase: PhaseMintingTicket, do: m.mintTicket})
+		}
+		steps = append(steps,
+			step{phase: PhaseQuiescing, do: m.quiesce, undoName: "unquiesce", undo: m.unquiesce},
+			step{phase: PhaseCopying, do: m.copy, undoName: "delete-imported-copy", undo: m.deleteCopy},
+			step{phase: PhaseFinalizing, do: m.finalize, undoName: "restore-migration", undo: m.restore},
+		)
+	}
+	if m.machine.Repoint != activities.RepointNone {
+		steps = append(steps, step{phase: PhaseRepointing, do: m.repoint})
+	}
+	if !m.in.SkipMachineMigration {
+		steps = append(steps, step{phase: PhaseActivating, do: m.activate, commits: true})
+		if m.in.SkipMachineDestroy != nil && !*m.in.SkipMachineDestroy {
+			steps = append(steps, step{phase: PhaseDestroyingStub, do: m.deleteStub})
+		}
+	}
+	return steps
+}
+
+// validate runs step 1; while a job runs on the machine it waits on a durable timer, up to
+// WaitForRunningJob, and validates again.
+func (m *migration) validate(ctx workflow.Context) error {
+	deadline := workflow.Now(ctx).Add(m.in.WaitForRunningJob)
+	in := activities.ValidateInput{
+		Migration:    m.id,
+		SourceRegion: m.in.SourceRegion,
+		TargetRegion: m.in.TargetRegion,
+		Machine:      m.in.Machine,
+		AgentOnly:    m.in.SkipMachineMigration,
+	}
+	for {
+		if err := m.setPhase(ctx, PhaseValidating); err != nil {
+			return err
+		}
+		if err := m.call(ctx, regionCallOptions, acts.ValidateMigration, in, &m.machine); err != nil {
+			return err
+		}
+		if m.machine.RunningJob == "" {
+			break
+		}
+		remaining := deadline.Sub(workflow.Now(ctx))
+		if remaining <= 0 {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("machine %s (%s) is running job %s; waited %s for it to end", m.machine.MachineName, m.machine.MachineUuid, m.machine.RunningJob, m.in.WaitForRunningJob),
+				ErrJobRunning, nil)
+		}
+		if err := m.setPhase(ctx, PhaseWaitingForJob); err != nil {
+			return err
+		}
+		if err := workflow.Sleep(ctx, min(jobPollInterval, remaining)); err != nil {
+			return err
+		}
+	}
+	m.result.MachineUuid, m.result.MachineName, m.result.TargetEndpoint = m.machine.MachineUuid, m.machine.MachineName, m.machine.TargetEndpoint
+	attrs := []temporal.SearchAttributeUpdate{MachineUuidKey.ValueSet(m.machine.MachineUuid), MachineNameKey.ValueSet(m.machine.MachineName)}
+	if m.machine.RackUuid != "" {
+		attrs = append(attrs, RackUuidKey.ValueSet(m.machine.RackUuid))
+	}
+	return workflow.UpsertTypedSearchAttributes(ctx, attrs...)
+}
+
+func (m *migration) mintTicket(ctx workflow.Context) error {
+	return m.call(ctx, regionCallOptions, acts.MintTicket, m.in.TargetRegion, &m.ticket)
+}
+
+func (m *migration) quiesce(ctx workflow.Context) error {
+	return m.call(ctx, regionCallOptions, acts.Quiesce, m.ref(m.in.SourceRegion), nil)
+}
+
+func (m *migration) unquiesce(ctx workflow.Context) error {
+	return m.call(ctx, mustFinishOptions, acts.Unquiesce, m.ref(m.in.SourceRegion), nil)
+}
+
+func (m *migration) copy(ctx workflow.Context) error {
+	in := activities.CopyInput{SourceRegion: m.in.SourceRegion, TargetRegion: m.in.TargetRegion, Machine: m.machine.MachineUuid, Ticket: m.ticket}
+	var copied activities.CopyResult
+	if err := m.call(ctx, copyOptions, acts.ExportImport, in, &copied); err != nil {
+		return err
+	}
+	m.result.Jobs, m.result.Profiles = copied.Jobs, copied.Profiles
+	return nil
+}
+
+func (m *migration) deleteCopy(ctx workflow.Context) error {
+	return m.call(ctx, mustFinishOptions, acts.DeleteImportedCopy, m.ref(m.in.TargetRegion), nil)
+}
+
+func (m *migration) finalize(ctx workflow.Context) error {
+	in := activities.FinalizeInput{MachineRef: m.ref(m.in.SourceRegion), RedirectEndpoint: m.machine.TargetEndpoint}
+	return m.call(ctx, regionCallOptions, acts.FinalizeMigration, in, nil)
+}
+
+func (m *migration) restore(ctx workflow.Context) error {
+	return m.call(ctx, mustFinishOptions, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
+}
+
+// repoint is step 7: move the machine's agent to the target. Extension point: the ESXi
+// method (no agent; temporary SSH key, config rewrite, sshd and keys restored as found) is a
+// new activities.RepointMethod and a case here.
+func (m *migration) repoint(ctx workflow.Context) error {
+	switch m.machine.Repoint {
+	case activities.RepointAgent:
+		timeout := m.in.AgentCheckInTimeout
+		if timeout == 0 {
+			timeout = DefaultAgentCheckInTimeout
+		}
+		in := activities.AgentWaitInput{
+			MachineRef:   m.ref(m.in.TargetRegion),
+			Previous:     m.machine.AgentLastSeen,
+			Deadline:     workflow.Now(ctx).Add(timeout),
+			PollInterval: agentPollInterval,
+		}
+		opts := workflow.ActivityOptions{
+			StartToCloseTimeout:    timeout + time.Minute,
+			ScheduleToCloseTimeout: timeout + 5*time.Minute,
+			HeartbeatTimeout:       time.Minute,
+			RetryPolicy:            regionCallOptions.RetryPolicy,
+		}
+		if err := m.call(ctx, opts, acts.WaitForAgentCheckIn, in, nil); err != nil {
+			return err
+		}
+		m.result.AgentRepointed = true
+		return nil
+	default:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no way to repoint the agent of machine %s: method %q", m.machine.MachineUuid, m.machine.Repoint), ErrInvalidInput, nil)
+	}
+}
+
+func (m *migration) activate(ctx workflow.Context) error {
+	return m.call(ctx, mustFinishOptions, acts.Activate, m.ref(m.in.TargetRegion), nil)
+}
+
+func (m *migration) deleteStub(ctx workflow.Context) error {
+	if err := m.call(ctx, regionCallOptions, acts.DeleteStub, m.ref(m.in.SourceRegion), nil); err != nil {
+		return err
+	}
+	m.result.StubDeleted = true
+	return nil
+}
+
+func (m *migration) ref(region string) activities.MachineRef {
+	return activities.MachineRef{Region: region, Machine: m.machine.MachineUuid, Migration: m.id}
+}
+
+// call runs one activity with opts and decodes its result into out (nil: no result).
+func (m *migration) call(ctx workflow.Context, opts workflow.ActivityOptions, activity, in, out any) error {
+	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in)
+	if out == nil {
+		return f.Get(ctx, nil)
+	}
+	return f.Get(ctx, out)
+}
+
+func (m *migration) setPhase(ctx workflow.Context, phase string) error {
+	m.progress.Phase = phase
+	return upsertPhase(ctx, phase)
+}
+
+// fail records err, runs the pending compensations and ends the workflow as failed (or
+// cancelled). Compensation failures are returned together with the step's error.
+func (m *migration) fail(ctx workflow.Context, phase string, err error) (MigrateMachineResult, error) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	cancelled := temporal.IsCanceledError(err) || errors.Is(ctx.Err(), workflow.ErrCanceled)
+	m.progress.Errors = append(m.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
+	if m.comps.Len() > 0 {
+		if perr := m.setPhase(dctx, PhaseCompensating); perr != nil {
+			m.progress.Errors = append(m.progress.Errors, perr.Error())
+		}
+		compErr := m.comps.Run(ctx, func(_ string, err error) {
+			m.progress.Errors = append(m.progress.Errors, err.Error())
+		})
+		if compErr != nil {
+			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
+			cancelled = false
+		}
+	}
+	if m.activated && !cancelled {
+		err = temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("machine %s is active on %s, but %s failed: %v", m.machine.MachineUuid, m.in.TargetRegion, phase, err), ErrAfterActivation, err)
+	}
+	final := PhaseFailed
+	if cancelled {
+		final = PhaseCanceled
+	}
+	if perr := m.setPhase(dctx, final); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	return m.result, err
+}
+
+func (m *migration) query() (Progress, error) {
+	p := m.progress
+	p.Errors = append([]string(nil), m.progress.Errors...)
+	return p, nil
+}

@@ -1,0 +1,388 @@
+package workflows_test
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+const u = birdyUUID
+
+func TestMigrateMachineHappyPath(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.run(input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertMigrated(false)
+	want := workflows.MigrateMachineResult{MachineUuid: u, MachineName: "birdy", TargetEndpoint: "https://west.example:5240", Jobs: 2, Profiles: 2}
+	if res != want {
+		t.Errorf("result %+v, want %+v", res, want)
+	}
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"})
+	equal(t, "region calls", f.journal.Calls(), []string{"west MintTicket", "east Quiesce " + u, "east Export " + u, "west Import " + u, "east FinalizeMigration " + u, "west Activate " + u})
+	equal(t, "phases", f.phases, []string{"validating", "minting-ticket", "quiescing", "copying", "finalizing", "activating", "completed"})
+	if p := f.progress(); p.Phase != workflows.PhaseCompleted || p.StepsDone != 6 || p.StepsTotal != 6 || len(p.Errors) != 0 {
+		t.Errorf("progress %+v", p)
+	}
+}
+
+func TestMigrateMachineSkipMachineDestroyFalseDeletesStub(t *testing.T) {
+	f := newFixture(t)
+	in := input()
+	in.SkipMachineDestroy = new(false)
+	res, err := f.run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertMigrated(true)
+	if !res.StubDeleted {
+		t.Error("result does not report the stub deletion")
+	}
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})
+}
+
+func TestMigrateMachineUserTicket(t *testing.T) {
+	f := newFixture(t)
+	ticket, err := f.west.MintTicket(context.Background(), api.TicketRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := input()
+	in.Ticket = ticket.Token
+	if _, err := f.run(in); err != nil {
+		t.Fatal(err)
+	}
+	f.assertMigrated(false)
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"})
+}
+
+// A step that fails for good runs exactly the compensations of the steps before it (and its
+// own: a step may take effect even when its call fails), in reverse order, and leaves the
+// source as it was.
+func TestMigrateMachineStepFailureCompensates(t *testing.T) {
+	const (
+		validate = "ValidateMigration"
+		mint     = "MintTicket"
+		quiesce  = "Quiesce"
+		copying  = "ExportImport"
+		finalize = "FinalizeMigration"
+		activate = "Activate"
+		wait     = "WaitForAgentCheckIn"
+		restore  = "RestoreMigration"
+		delCopy  = "DeleteImportedCopy"
+		unq      = "Unquiesce"
+	)
+	tests := []struct {
+		name      string
+		region    string // "east" or "west"
+		method    string // fake region method that answers 422
+		agent     bool
+		wantActs  []string
+		wantPhase string // phase in which the failure happened (first progress error)
+	}{
+		{"mint", "west", "MintTicket", false, []string{validate, mint}, "minting-ticket"},
+		{"quiesce", "east", "Quiesce", false, []string{validate, mint, quiesce, unq}, "quiescing"},
+		{"export", "east", "Export", false, []string{validate, mint, quiesce, copying, delCopy, unq}, "copying"},
+		{"import", "west", "Import", false, []string{validate, mint, quiesce, copying, delCopy, unq}, "copying"},
+		{"finalize", "east", "FinalizeMigration", false, []string{validate, mint, quiesce, copying, finalize, restore, delCopy, unq}, "finalizing"},
+		{"repoint", "", "", true, []string{validate, mint, quiesce, copying, finalize, wait, restore, delCopy, unq}, "repointing-agent"},
+		{"activate", "west", "Activate", false, []string{validate, mint, quiesce, copying, finalize, activate, restore, delCopy, unq}, "activating"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tt.agent {
+				f.withAgent(func(context.Context, activities.AgentWaitInput) error {
+					return temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrAgentCheckInTimeout, nil)
+				})
+			}
+			if tt.method != "" {
+				f.region(tt.region).Fail(tt.method, http.StatusUnprocessableEntity, -1)
+			}
+			_, err := f.run(input())
+			if err == nil {
+				t.Fatal("workflow succeeded")
+			}
+			if typ := errorType(err); typ != activities.ErrRegionRefused && typ != activities.ErrAgentCheckInTimeout {
+				t.Errorf("error type %q: %v", typ, err)
+			}
+			equal(t, "activities", f.activities, tt.wantActs)
+			if tt.agent {
+				f.east.Update(u, func(m *api.Machine) { delete(m.Meta, api.MetaAgentLastSeen) })
+			}
+			f.assertUntouched()
+			p := f.progress()
+			if p.Phase != workflows.PhaseFailed || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], tt.wantPhase+": ") {
+				t.Errorf("progress %+v", p)
+			}
+		})
+	}
+}
+
+// withAgent gives birdy an agent and mocks the wait for its check-in with wait.
+func (f *fixture) withAgent(wait func(context.Context, activities.AgentWaitInput) error) {
+	f.giveAgent()
+	f.env.OnActivity(a.WaitForAgentCheckIn, mock.Anything, mock.Anything).Return(wait)
+}
+
+// withSlowAgent gives birdy an agent that checks in at the target after an hour.
+func (f *fixture) withSlowAgent() {
+	f.giveAgent()
+	f.env.OnActivity(a.WaitForAgentCheckIn, mock.Anything, mock.Anything).After(time.Hour).Return(nil)
+}
+
+func (f *fixture) giveAgent() {
+	f.east.Update(u, func(m *api.Machine) { m.Meta[api.MetaAgentLastSeen] = "2026-11-30T06:00:00Z" })
+}
+
+func TestMigrateMachineAgentRepoint(t *testing.T) {
+	f := newFixture(t)
+	var got activities.AgentWaitInput
+	f.withAgent(func(_ context.Context, in activities.AgentWaitInput) error {
+		got = in
+		return nil
+	})
+	in := input()
+	in.AgentCheckInTimeout = 10 * time.Minute
+	start := f.env.Now()
+	res, err := f.run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AgentRepointed {
+		t.Error("result does not report the repointed agent")
+	}
+	if got.Region != "west" || got.Machine != u || got.Previous != "2026-11-30T06:00:00Z" || !got.Deadline.Equal(start.Add(10*time.Minute)) {
+		t.Errorf("agent wait input %+v", got)
+	}
+	equal(t, "phases", f.phases, []string{"validating", "minting-ticket", "quiescing", "copying", "finalizing", "repointing-agent", "activating", "completed"})
+}
+
+func TestMigrateMachineProgressQueryWhileRunning(t *testing.T) {
+	f := newFixture(t)
+	var during workflows.Progress
+	f.withSlowAgent()
+	f.env.RegisterDelayedCallback(func() { during = f.progress() }, time.Minute)
+	if _, err := f.run(input()); err != nil {
+		t.Fatal(err)
+	}
+	if during.Phase != workflows.PhaseRepointing || during.StepsDone != 5 || during.StepsTotal != 7 || len(during.Errors) != 0 {
+		t.Errorf("progress while waiting for the agent: %+v", during)
+	}
+}
+
+func TestMigrateMachineCancelCompensates(t *testing.T) {
+	f := newFixture(t)
+	f.withSlowAgent()
+	f.env.RegisterDelayedCallback(f.env.CancelWorkflow, time.Minute)
+	_, err := f.run(input())
+	if !temporal.IsCanceledError(err) {
+		t.Fatalf("want a cancelled workflow, got %v", err)
+	}
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "WaitForAgentCheckIn", "RestoreMigration", "DeleteImportedCopy", "Unquiesce"})
+	equal(t, "region calls", f.journal.Calls(), []string{
+		"west MintTicket", "east Quiesce " + u, "east Export " + u, "west Import " + u, "east FinalizeMigration " + u,
+		"east RestoreMigration " + u, "west DeleteMachine " + u, "east Unquiesce " + u,
+	})
+	f.east.Update(u, func(m *api.Machine) { delete(m.Meta, api.MetaAgentLastSeen) })
+	f.assertUntouched()
+	if p := f.progress(); p.Phase != workflows.PhaseCanceled {
+		t.Errorf("progress %+v", p)
+	}
+}
+
+func TestMigrateMachineSkipMachineMigration(t *testing.T) {
+	f := newFixture(t)
+	// The machine was moved by hand: it is on west, its agent still talks to east.
+	m := birdy()
+	m.Meta[api.MetaAgentLastSeen] = "2026-11-30T06:00:00Z"
+	f.west.Put(m)
+	var waited bool
+	f.env.OnActivity(a.WaitForAgentCheckIn, mock.Anything, mock.Anything).Return(func(context.Context, activities.AgentWaitInput) error {
+		waited = true
+		return nil
+	})
+	in := input()
+	in.SkipMachineMigration = true
+	res, err := f.run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waited || !res.AgentRepointed {
+		t.Error("the agent was not repointed")
+	}
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "WaitForAgentCheckIn"})
+	equal(t, "region calls", f.journal.Calls(), nil)
+}
+
+func TestMigrateMachineWaitsForRunningJob(t *testing.T) {
+	tests := []struct {
+		name       string
+		finishJob  time.Duration // 0: never
+		wait       time.Duration
+		wantErr    string
+		validation int // ValidateMigration runs
+	}{
+		{"job ends within the wait", 45 * time.Second, 5 * time.Minute, "", 3},
+		{"job outlives the wait", 0, 2 * time.Minute, workflows.ErrJobRunning, 5},
+		{"no wait", 0, 0, workflows.ErrJobRunning, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.east.PutJobs(birdyJobs(api.JobRunning)...)
+			if tt.finishJob > 0 {
+				f.env.RegisterDelayedCallback(func() { f.east.PutJobs(birdyJobs(api.JobFinished)...) }, tt.finishJob)
+			}
+			in := input()
+			in.WaitForRunningJob = tt.wait
+			_, err := f.run(in)
+			if typ := errorType(err); typ != tt.wantErr {
+				t.Fatalf("error type %q, want %q: %v", typ, tt.wantErr, err)
+			}
+			runs := 0
+			for _, act := range f.activities {
+				if act == "ValidateMigration" {
+					runs++
+				}
+			}
+			if runs != tt.validation {
+				t.Errorf("validated %d times, want %d", runs, tt.validation)
+			}
+			if tt.wantErr != "" {
+				if !strings.Contains(err.Error(), "running job 1ed352bc-1303-63f2-94d2-19d9b7aba263") {
+					t.Errorf("error does not name the job: %v", err)
+				}
+				equal(t, "region calls", f.journal.Calls(), nil)
+				return
+			}
+			f.assertMigrated(false)
+			if f.phases[1] != workflows.PhaseWaitingForJob {
+				t.Errorf("phases %v", f.phases)
+			}
+		})
+	}
+}
+
+func TestMigrateMachineRefusals(t *testing.T) {
+	tests := []struct {
+		name     string
+		setup    func(*fixture, *workflows.MigrateMachineInput)
+		wantType string
+		wantMsg  string
+	}{
+		{"empty input", func(_ *fixture, in *workflows.MigrateMachineInput) { *in = workflows.MigrateMachineInput{} },
+			workflows.ErrInvalidInput, "SourceRegion is empty"},
+		{"unknown machine", func(_ *fixture, in *workflows.MigrateMachineInput) { in.Machine = "Name:nope" },
+			activities.ErrMachineNotFound, "machine Name:nope not found on region east"},
+		{"unknown region", func(_ *fixture, in *workflows.MigrateMachineInput) { in.TargetRegion = "mars" },
+			activities.ErrUnknownRegion, `region "mars" is not in this worker's regions file`},
+		{"same region", func(_ *fixture, in *workflows.MigrateMachineInput) { in.TargetRegion = "east" },
+			activities.ErrRegionMismatch, `source and target region are both "east"`},
+		{"work order mode", func(f *fixture, _ *workflows.MigrateMachineInput) {
+			f.east.Update(u, func(m *api.Machine) { m.WorkOrderMode = true })
+		}, activities.ErrWorkOrderMode, "WorkOrderMode"},
+		{"already migrating", func(f *fixture, _ *workflows.MigrateMachineInput) {
+			f.east.Update(u, func(m *api.Machine) { m.Meta[api.MetaMigrating] = "migrate-machine/other" })
+		}, activities.ErrAlreadyMigrating, "already being migrated by migrate-machine/other"},
+		{"name conflict", func(f *fixture, _ *workflows.MigrateMachineInput) {
+			f.west.Put(api.Machine{Uuid: "11111111-2222-3333-4444-555555555555", Name: "birdy"})
+		}, activities.ErrDestinationConflict, "Name birdy is used by machine birdy (11111111-2222-3333-4444-555555555555)"},
+		{"MAC conflict", func(f *fixture, _ *workflows.MigrateMachineInput) {
+			f.west.Put(api.Machine{Uuid: "11111111-2222-3333-4444-555555555555", Name: "robin", HardwareAddrs: []string{"52:54:00:12:34:56"}})
+		}, activities.ErrDestinationConflict, "HardwareAddrs 52:54:00:12:34:56 is used by machine robin"},
+		{"forged ticket", func(_ *fixture, in *workflows.MigrateMachineInput) { in.Ticket = "forged" },
+			activities.ErrRegionRefused, "region west refused the import of machine " + u + ": ticket is not valid for region west"},
+		{"replayed ticket", func(f *fixture, in *workflows.MigrateMachineInput) {
+			tk, _ := f.west.MintTicket(context.Background(), api.TicketRequest{})
+			spent := api.Machine{Uuid: "11111111-2222-3333-4444-555555555555", Name: "robin"}
+			if _, err := f.west.Import(context.Background(), api.ImportRequest{Ticket: tk.Token, Bundle: api.Bundle{Machine: spent}}); err != nil {
+				panic(err)
+			}
+			in.Ticket = tk.Token
+		}, activities.ErrRegionRefused, "ticket was already used"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			in := input()
+			tt.setup(f, &in)
+			before, _ := f.east.Machine(u)
+			_, err := f.run(in)
+			if typ := errorType(err); typ != tt.wantType || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("got %q %v, want %q containing %q", typ, err, tt.wantType, tt.wantMsg)
+			}
+			if after, _ := f.east.Machine(u); !reflect.DeepEqual(after, before) {
+				t.Errorf("refused migration changed the source:\n got %+v\nwant %+v", after, before)
+			}
+			if m, ok := f.west.Machine(u); ok {
+				t.Errorf("refused migration left %+v on the target", m)
+			}
+		})
+	}
+}
+
+// 5xx answers are retried; the migration goes through.
+func TestMigrateMachineRetriesUnavailableRegion(t *testing.T) {
+	f := newFixture(t)
+	f.east.Fail("Quiesce", http.StatusServiceUnavailable, 2)
+	f.west.Fail("Import", http.StatusBadGateway, 1)
+	if _, err := f.run(input()); err != nil {
+		t.Fatal(err)
+	}
+	f.assertMigrated(false)
+	equal(t, "region calls", f.journal.Calls(), []string{
+		"west MintTicket", "east Quiesce " + u, "east Quiesce " + u, "east Quiesce " + u,
+		"east Export " + u, "west Import " + u, "east Export " + u, "west Import " + u,
+		"east FinalizeMigration " + u, "west Activate " + u,
+	})
+}
+
+// A compensation that fails for good does not stop the others, and is reported in the
+// workflow error and the progress query.
+func TestMigrateMachineReportsFailedCompensation(t *testing.T) {
+	f := newFixture(t)
+	f.east.Fail("FinalizeMigration", http.StatusUnprocessableEntity, -1)
+	f.west.Fail("DeleteMachine", http.StatusForbidden, -1)
+	_, err := f.run(input())
+	if typ := errorType(err); typ != workflows.ErrCompensationFailed {
+		t.Fatalf("error type %q: %v", typ, err)
+	}
+	if !strings.Contains(err.Error(), "finalizing failed") || !strings.Contains(err.Error(), "compensation delete-imported-copy") {
+		t.Errorf("error does not name the step and the compensation: %v", err)
+	}
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "RestoreMigration", "DeleteImportedCopy", "Unquiesce"})
+	if m, _ := f.east.Machine(u); !reflect.DeepEqual(m, birdy()) {
+		t.Errorf("the source was not unquiesced after the failed compensation: %+v", m)
+	}
+	p := f.progress()
+	if p.Phase != workflows.PhaseFailed || len(p.Errors) != 2 || !strings.HasPrefix(p.Errors[1], "compensation delete-imported-copy: ") {
+		t.Errorf("progress %+v", p)
+	}
+}
+
+// Once the machine is active on the target nothing is undone; a failure to delete the stub
+// is reported as such.
+func TestMigrateMachineStubDeleteFailureKeepsMigration(t *testing.T) {
+	f := newFixture(t)
+	f.east.Fail("DeleteMachine", http.StatusConflict, -1)
+	in := input()
+	in.SkipMachineDestroy = new(false)
+	_, err := f.run(in)
+	if typ := errorType(err); typ != workflows.ErrAfterActivation || !strings.Contains(err.Error(), "is active on west") {
+		t.Fatalf("error %q: %v", typ, err)
+	}
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})
+	f.assertMigrated(false)
+}
