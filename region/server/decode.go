@@ -1,0 +1,72 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// maxBody is the largest request body accepted.
+const maxBody = 1 << 20
+
+// readBody reads the whole request body, refusing more than maxBody bytes with 413.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", tooBig.Limit)
+	}
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// decodeBody reads the request body as exactly one JSON value into v; see decodeStrict.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict decodes exactly one JSON value into v, refusing unknown fields and trailing
+// data, with a 400 message naming the field or the (0-based) byte offset at fault.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber() // keeps big integers exact when v is an `any`
+	if err := dec.Decode(v); err != nil {
+		return errorf(http.StatusBadRequest, "%s", describeJSONError(err))
+	}
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return errorf(http.StatusBadRequest, "unexpected data after the JSON value at offset %d", len(data)-len(rest))
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "empty request body, expected a JSON value"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: the body ends in the middle of a value"
+	case errors.As(err, &syntax):
+		// Offset counts the bytes read including the bad one; report the bad byte's own offset.
+		return fmt.Sprintf("malformed JSON at offset %d: %s", max(syntax.Offset-1, 0), strings.TrimPrefix(syntax.Error(), "json: "))
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Sprintf("field %s: expected %s, got JSON %s", typ.Field, typ.Type, typ.Value)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("expected %s, got JSON %s", typ.Type, typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+	}
+	return "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")
+}

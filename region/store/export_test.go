@@ -1,0 +1,18 @@
+package store
+
+import "github.com/jackc/pgx/v5/pgxpool"
+
+// The tests are in package store_test (dev/pgtest imports dev, which imports this package);
+// these give them the internals they inspect.
+
+// DB is the pool, for tests that look at tables directly.
+func (s *Store) DB() *pgxpool.Pool { return s.pool }
+
+// LatestMigration returns how many migrations are embedded and the highest version.
+func LatestMigration() (count, version int, err error) {
+	all, err := migrations()
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(all), all[len(all)-1].version, nil
+}

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// operationsKind is the audit event Kind of queued operations.
+const operationsKind = "operations"
+
+// QueueOperation stores an operation for a paused rack or machine; op gets its ID and Created.
+func (s *Store) QueueOperation(ctx context.Context, by Principal, op *api.PendingOperation) error {
+	target := op.Target
+	if err := canonUUID("pending operation", "Target", &target, false); err != nil {
+		return err
+	}
+	if op.Kind == "" {
+		return invalidf("pending operation for %s has no Kind", target)
+	}
+	payload := op.Payload
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	stored := api.PendingOperation{Target: target, Kind: op.Kind, Payload: payload}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "INSERT INTO pending_operations (target, kind, payload) VALUES ($1, $2, $3) RETURNING id, created",
+			target, op.Kind, payload).Scan(&stored.ID, &stored.Created); err != nil {
+			return err
+		}
+		return recordEvent(ctx, tx, by, "queue", operationsKind, target, map[string]any{"ID": stored.ID, "Kind": op.Kind})
+	})
+	if err != nil {
+		return err
+	}
+	*op = stored
+	return nil
+}
+
+// PendingOperations lists the unreleased operations queued for target (every target when
+// target is ""), oldest first.
+func (s *Store) PendingOperations(ctx context.Context, target string) ([]api.PendingOperation, error) {
+	w := &where{}
+	w.add("NOT released")
+	if target != "" {
+		if err := canonUUID("pending operations", "target", &target, false); err != nil {
+			return nil, err
+		}
+		w.add("target = $1", target)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT id, target::text, kind, payload, created, released FROM pending_operations"+w.sql()+" ORDER BY id", w.args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.PendingOperation, error) {
+		var op api.PendingOperation
+		err := r.Scan(&op.ID, &op.Target, &op.Kind, &op.Payload, &op.Created, &op.Released)
+		return op, err
+	})
+	if err != nil {
+		return nil, classify(err)
+	}
+	return ops, nil
+}
