@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/store"
 	"github.com/ironflow/ironflow/workers"
@@ -51,7 +52,7 @@ type Region struct {
 type Stack struct {
 	StateDir   string
 	AdminToken string
-	Postgres   *Postgres
+	Postgres   *postgres.Cluster
 	Temporal   *Temporal
 	Regions    map[string]*Region
 	Client     client.Client // Temporal client
@@ -96,7 +97,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 	s.group, runCtx = errgroup.WithContext(runCtx)
 	s.runCtx = runCtx
 
-	if s.Postgres, err = StartPostgres(ctx, filepath.Join(s.StateDir, "postgres")); err != nil {
+	if s.Postgres, err = postgres.Start(ctx, filepath.Join(s.StateDir, "postgres")); err != nil {
 		return nil, err
 	}
 	for i, name := range RegionNames {

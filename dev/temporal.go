@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/ironflow/ironflow/internal/netutil"
 )
 
 // EnvTemporalCLI names the Temporal CLI binary; the Makefile builds it into ./bin.
@@ -149,5 +151,5 @@ func portOrFree(port int) (int, error) {
 	if port > 0 {
 		return port, nil
 	}
-	return freePort()
+	return netutil.FreePort()
 }

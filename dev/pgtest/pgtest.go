@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/postgres"
 )
 
 // EnvURL names an existing server to use instead of starting one.
@@ -35,7 +35,7 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	pg, err := dev.StartPostgres(ctx, "")
+	pg, err := postgres.Start(ctx, "")
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest: start PostgreSQL:", err)
@@ -58,7 +58,7 @@ func NewDatabase(t testing.TB) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := dev.CreateDatabase(ctx, adminURL, name); err != nil {
+	if err := postgres.CreateDatabase(ctx, adminURL, name); err != nil {
 		t.Fatal(err)
 	}
 	u, err := url.Parse(adminURL)

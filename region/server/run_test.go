@@ -14,8 +14,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/store"
@@ -48,7 +48,7 @@ func TestDatabaseOutage(t *testing.T) {
 	e.do("", http.MethodGet, "/api/v1/info", nil).apiError(t, http.StatusServiceUnavailable)
 
 	// Same data dir and port; the Halt that startCluster registered stops it again.
-	if _, err := dev.StartPostgresOnPort(ctx, pg.DataDir, pg.Port); err != nil {
+	if _, err := postgres.StartOnPort(ctx, pg.DataDir, pg.Port); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "healthz to recover", func() bool { return e.do("", http.MethodGet, "/healthz", nil).code == http.StatusOK })
@@ -86,7 +86,7 @@ func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	stop := startRun(t, cfg)
 	eventually(t, "a logged retry", func() bool { return strings.Count(logs.String(), "database not reachable yet") >= 2 })
-	if _, err := dev.StartPostgresOnPort(context.Background(), pg.DataDir, port); err != nil {
+	if _, err := postgres.StartOnPort(context.Background(), pg.DataDir, port); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the region to serve", func() bool { return healthy(base) })
@@ -209,14 +209,14 @@ func startRun(t *testing.T, cfg server.Config) (stop func()) {
 
 // startCluster starts a dedicated PostgreSQL cluster (port 0: any free port) that the test
 // halts and removes at its end.
-func startCluster(t *testing.T, port int) *dev.Postgres {
+func startCluster(t *testing.T, port int) *postgres.Cluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ironflow-server-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	pg, err := dev.StartPostgresOnPort(context.Background(), dir, port)
+	pg, err := postgres.StartOnPort(context.Background(), dir, port)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,11 @@
-// Package dev runs Ironflow's dependencies and the whole stack on one machine:
-// throwaway PostgreSQL clusters, the Temporal dev server, regions, racks and a worker.
-package dev
+// Package postgres runs throwaway PostgreSQL clusters for tests and the dev stack. It imports
+// nothing from Ironflow, so every package's tests can use it.
+package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,30 +16,32 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ironflow/ironflow/internal/netutil"
 )
 
-// PostgresBinDir is where Debian installs the PostgreSQL 15 server binaries.
-const PostgresBinDir = "/usr/lib/postgresql/15/bin"
+// BinDir is where Debian installs the PostgreSQL 15 server binaries.
+const BinDir = "/usr/lib/postgresql/15/bin"
 
-// Postgres is a PostgreSQL cluster started by this process on 127.0.0.1.
-type Postgres struct {
+// Cluster is a PostgreSQL cluster started by this process on 127.0.0.1.
+type Cluster struct {
 	DataDir string
 	Port    int
 	owned   bool // the data dir is a temp dir we remove on Stop
 	cred    *syscall.Credential
 }
 
-// StartPostgres starts a cluster in dataDir (created and initialised when it holds none).
+// Start starts a cluster in dataDir (created and initialised when it holds none).
 // An empty dataDir means a temporary cluster that Stop removes. PostgreSQL refuses to run
 // as root, so as root the server runs as the "postgres" user.
-func StartPostgres(ctx context.Context, dataDir string) (*Postgres, error) {
-	return StartPostgresOnPort(ctx, dataDir, 0)
+func Start(ctx context.Context, dataDir string) (*Cluster, error) {
+	return StartOnPort(ctx, dataDir, 0)
 }
 
-// StartPostgresOnPort is StartPostgres on a given port (0 picks a free one), so a test can
+// StartOnPort is Start on a given port (0 picks a free one), so a test can
 // stop a cluster and start it again where its clients expect it.
-func StartPostgresOnPort(ctx context.Context, dataDir string, port int) (*Postgres, error) {
-	pg := &Postgres{DataDir: dataDir}
+func StartOnPort(ctx context.Context, dataDir string, port int) (*Cluster, error) {
+	pg := &Cluster{DataDir: dataDir}
 	if dataDir == "" {
 		dir, err := os.MkdirTemp("", "ironflow-pg-")
 		if err != nil {
@@ -69,7 +70,7 @@ func StartPostgresOnPort(ctx context.Context, dataDir string, port int) (*Postgr
 	}
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = netutil.FreePort(); err != nil {
 			pg.cleanup()
 			return nil, err
 		}
@@ -84,37 +85,37 @@ func StartPostgresOnPort(ctx context.Context, dataDir string, port int) (*Postgr
 }
 
 // URL is the connection string of database db.
-func (pg *Postgres) URL(db string) string {
+func (pg *Cluster) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", pg.Port, db)
 }
 
 // CreateDatabase creates db unless it exists.
-func (pg *Postgres) CreateDatabase(ctx context.Context, db string) error {
+func (pg *Cluster) CreateDatabase(ctx context.Context, db string) error {
 	return CreateDatabase(ctx, pg.URL("postgres"), db)
 }
 
 // Stop shuts the server down fast and removes a temporary cluster.
-func (pg *Postgres) Stop() error {
+func (pg *Cluster) Stop() error {
 	err := pg.Halt()
 	pg.cleanup()
 	return err
 }
 
-// Halt shuts the server down but keeps its data dir, so StartPostgresOnPort can bring it back.
-func (pg *Postgres) Halt() error {
+// Halt shuts the server down but keeps its data dir, so StartOnPort can bring it back.
+func (pg *Cluster) Halt() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return pg.run(ctx, "pg_ctl", "-D", pg.DataDir, "-m", "fast", "-w", "stop")
 }
 
-func (pg *Postgres) cleanup() {
+func (pg *Cluster) cleanup() {
 	if pg.owned {
 		os.RemoveAll(pg.DataDir)
 	}
 }
 
-func (pg *Postgres) run(ctx context.Context, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(PostgresBinDir, name), args...)
+func (pg *Cluster) run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(BinDir, name), args...)
 	cmd.Dir = os.TempDir()
 	if pg.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
@@ -158,15 +159,6 @@ func postgresCredential() (*syscall.Credential, error) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLines(s string, n int) string {

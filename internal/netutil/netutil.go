@@ -1,0 +1,17 @@
+// Package netutil has small network helpers shared by the dev stack and tests.
+package netutil
+
+import (
+	"fmt"
+	"net"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on right now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
