@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -89,30 +90,58 @@ func assertJSONEquals(t *testing.T, v any, want []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var gotFields, wantFields map[string]any
-	if err := json.Unmarshal(got, &gotFields); err != nil {
+	var gotDoc, wantDoc any
+	if err := json.Unmarshal(got, &gotDoc); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(want, &wantFields); err != nil {
+	if err := json.Unmarshal(want, &wantDoc); err != nil {
 		t.Fatal(err)
 	}
-	for k, w := range wantFields {
-		g, ok := gotFields[k]
+	for _, d := range jsonDiff("", gotDoc, wantDoc) {
+		t.Error(d)
+	}
+}
+
+// jsonDiff lists the differences between two decoded JSON documents, field by field.
+func jsonDiff(path string, got, want any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
 		if !ok {
-			t.Errorf("field %s missing", k)
-			continue
+			break
 		}
-		gb, _ := json.Marshal(g)
-		wb, _ := json.Marshal(w)
-		if string(gb) != string(wb) {
-			t.Errorf("field %s = %s, want %s", k, gb, wb)
+		var out []string
+		for k, wv := range w {
+			gv, ok := g[k]
+			if !ok {
+				out = append(out, fmt.Sprintf("%s.%s: missing", path, k))
+				continue
+			}
+			out = append(out, jsonDiff(path+"."+k, gv, wv)...)
 		}
+		for k := range g {
+			if _, ok := w[k]; !ok {
+				out = append(out, fmt.Sprintf("%s.%s: unexpected field", path, k))
+			}
+		}
+		return out
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			break
+		}
+		var out []string
+		for i := range w {
+			out = append(out, jsonDiff(fmt.Sprintf("%s[%d]", path, i), g[i], w[i])...)
+		}
+		return out
 	}
-	for k := range gotFields {
-		if _, ok := wantFields[k]; !ok {
-			t.Errorf("unexpected field %s", k)
-		}
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if string(gb) != string(wb) {
+		return []string{fmt.Sprintf("%s = %s, want %s", path, gb, wb)}
 	}
+	return nil
 }
 
 func equal(a, b []string) bool {
