@@ -21,7 +21,7 @@ var (
 
 func newDevCommand() *cobra.Command {
 	var stateDir string
-	var fresh bool
+	var fresh, demo bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system on this machine: PostgreSQL, Temporal, two regions, a worker",
@@ -31,6 +31,9 @@ Digital Rebar migration doc's machines, and a migration worker. State is kept in
 across restarts unless --fresh.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if demo {
+				return runDemo(cmd)
+			}
 			if fresh {
 				if err := os.RemoveAll(stateDir); err != nil {
 					return fmt.Errorf("--fresh: %w", err)
@@ -65,6 +68,7 @@ across restarts unless --fresh.`,
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".ironflow-dev", "where the stack keeps its state")
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
+	cmd.Flags().BoolVar(&demo, "demo", false, "start a fresh throwaway stack on free ports, replay the migration story with the CLI, and exit")
 	return cmd
 }
 
@@ -102,4 +106,37 @@ Try, in another shell:
 Ctrl-C stops everything.
 `, a, b, s.Temporal.Address, s.Temporal.UIURL, s.AdminToken, logPath,
 		s.AdminToken, a, a, a, b, b, dev.SeedMachine)
+}
+
+// runDemo plays the demo on a throwaway stack (temp state, free ports, so it can run next to
+// `ironflow dev`) and fails with the step that went wrong.
+func runDemo(cmd *cobra.Command) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("demo: find the ironflow binary: %w", err)
+	}
+	logFile, err := os.CreateTemp("", "ironflow-demo-*.log")
+	if err != nil {
+		return fmt.Errorf("demo log: %w", err)
+	}
+	defer logFile.Close()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "starting a fresh stack (logs in %s)...\n", logFile.Name())
+	stack, err := dev.StartStack(cmd.Context(), dev.StackOptions{
+		TemporalUIPort: -1,
+		Seed:           true,
+		RunWorker:      true,
+		Logger:         slog.New(slog.NewTextHandler(logFile, nil)),
+		Version:        version,
+	})
+	if err != nil {
+		return err
+	}
+	defer stack.Stop()
+	demo := &dev.Demo{Stack: stack, Binary: self, Out: out}
+	if err := demo.Run(cmd.Context()); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\ndemo finished: every step passed")
+	return nil
 }
