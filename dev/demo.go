@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
@@ -119,11 +120,24 @@ func (d *Demo) cli(ctx context.Context, args ...string) (string, error) {
 		"IRONFLOW_TOKEN="+d.Stack.AdminToken,
 		"IRONFLOW_TEMPORAL_ADDRESS="+d.Stack.Temporal.Address,
 	)
+	// Stdout and stderr are copied by two goroutines: serialise their writes to d.Out.
+	shown := &lockedWriter{w: d.Out}
 	var out bytes.Buffer
-	cmd.Stdout = io.MultiWriter(&out, d.Out)
-	cmd.Stderr = d.Out
+	cmd.Stdout = io.MultiWriter(&out, shown)
+	cmd.Stderr = shown
 	if err := cmd.Run(); err != nil {
 		return out.String(), fmt.Errorf("ironflow %s: %w", strings.Join(args, " "), err)
 	}
 	return out.String(), nil
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -53,9 +53,7 @@ func TestMigrateBirdyMatchesTheSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := conflicting.Params["drp2-only-param"]; !ok || len(conflicting.Params) != 1 {
-		t.Errorf("region-b conflicting-profile params = %v, want its own drp2-only-param", conflicting.Params)
-	}
+	assertJSONEquals(t, conflicting, seedFile(t, "seed-region-b-conflicting-profile.json", target))
 	if _, err := b.Profiles().Get(ctx, "example-profile"); err != nil {
 		t.Errorf("example-profile not created on region-b: %v", err)
 	}

@@ -49,6 +49,7 @@ func newRootCommand() *cobra.Command {
 	addGlobalFlags(root)
 	root.AddCommand(
 		newRegionCommand(),
+		newRackCommand(),
 		newMachinesCommand(),
 		newJobsCommand(),
 		newProfilesCommand(),
@@ -60,6 +61,9 @@ func newRootCommand() *cobra.Command {
 		newRacksCommand(),
 		newUsersCommand(),
 		newDevCommand(),
+		newWorkerCommand(),
+		newMigrationsCommand(),
+		newAgentCommand(),
 	)
 	return root
 }

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// migrateMachineType is the workflow type name of workflows.MigrateMachine (its function name).
+const migrateMachineType = "MigrateMachine"
+
+// progressInterval is how often a waiting CLI asks a running migration for its progress.
+const progressInterval = 500 * time.Millisecond
+
+// queryTimeout bounds one progress query: without a live worker a query waits for one.
+const queryTimeout = 5 * time.Second
+
+// namedStatus is a workflow status with its CLI name.
+type namedStatus struct {
+	name   string
+	status enumspb.WorkflowExecutionStatus
+}
+
+// migrationStatuses are the values of `migrations list --status`, as shown in the STATUS column.
+var migrationStatuses = []namedStatus{
+	{"running", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
+	{"completed", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
+	{"failed", enumspb.WORKFLOW_EXECUTION_STATUS_FAILED},
+	{"canceled", enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED},
+	{"terminated", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED},
+	{"continued-as-new", enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW},
+	{"timed-out", enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT},
+}
+
+func nameOfStatus(s enumspb.WorkflowExecutionStatus) string {
+	for _, st := range migrationStatuses {
+		if st.status == s {
+			return st.name
+		}
+	}
+	return strings.ToLower(s.String())
+}
+
+func statusNames() string {
+	names := make([]string, len(migrationStatuses))
+	for i, st := range migrationStatuses {
+		names[i] = st.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// migration is one MigrateMachine run as `migrations list` shows it.
+type migration struct {
+	WorkflowID     string    `json:"WorkflowID"`
+	RunID          string    `json:"RunID"`
+	Status         string    `json:"Status"`
+	StartTime      time.Time `json:"StartTime"`
+	CloseTime      time.Time `json:"CloseTime,omitzero"`
+	MachineUuid    string    `json:"MachineUuid"`
+	MachineName    string    `json:"MachineName"`
+	SourceRegion   string    `json:"SourceRegion"`
+	TargetRegion   string    `json:"TargetRegion"`
+	MigrationPhase string    `json:"MigrationPhase"`
+}
+
+// migrationDetail is one run as `migrations show` shows it.
+type migrationDetail struct {
+	migration
+	Input    *workflows.MigrateMachineInput  `json:"Input,omitempty"`
+	Progress *workflows.Progress             `json:"Progress,omitempty"`
+	Result   *workflows.MigrateMachineResult `json:"Result,omitempty"`
+	Failure  string                          `json:"Failure,omitempty"`
+}
+
+var migrationColumns = []column[migration]{
+	{"WORKFLOW ID", func(m migration) string { return m.WorkflowID }},
+	{"STATUS", func(m migration) string { return m.Status }},
+	{"PHASE", func(m migration) string { return m.MigrationPhase }},
+	{"MACHINE", func(m migration) string { return m.MachineName }},
+	{"MACHINE UUID", func(m migration) string { return m.MachineUuid }},
+	{"FROM", func(m migration) string { return m.SourceRegion }},
+	{"TO", func(m migration) string { return m.TargetRegion }},
+	{"START", func(m migration) string { return cellTime(m.StartTime) }},
+	{"CLOSE", func(m migration) string { return cellTime(m.CloseTime) }},
+}
+
+var migrationDetailColumns = append(
+	mapColumns(migrationColumns, func(d migrationDetail) migration { return d.migration }),
+	column[migrationDetail]{"FAILURE", func(d migrationDetail) string { return d.Failure }},
+)
+
+// mapColumns reuses the columns of T for a type that contains a T.
+func mapColumns[T, U any](cols []column[T], get func(U) T) []column[U] {
+	out := make([]column[U], len(cols))
+	for i, c := range cols {
+		out[i] = column[U]{c.header, func(u U) string { return c.value(get(u)) }}
+	}
+	return out
+}
+
+func newMigrationsCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "migrations",
+		Short: "List, show and cancel machine migrations (Temporal workflows)",
+	}
+	addTemporalFlags(c)
+	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand())
+	return c
+}
+
+func newMigrationsListCommand() *cobra.Command {
+	var machine, status string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List machine migrations, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			query, err := migrationsQuery(machine, status)
+			if err != nil {
+				return err
+			}
+			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			list, err := listMigrations(cmd.Context(), tc, query)
+			if err != nil {
+				return err
+			}
+			return render(cmd, list, list, migrationColumns)
+		},
+	}
+	c.Flags().StringVar(&machine, "machine", "", "only the migrations of this machine UUID")
+	c.Flags().StringVar(&status, "status", "", "only migrations in this status: "+statusNames())
+	return c
+}
+
+// migrationsQuery is the visibility query of `migrations list`. Its values are checked, not
+// quoted, so they cannot change the query.
+func migrationsQuery(machine, status string) (string, error) {
+	clauses := []string{fmt.Sprintf("WorkflowType = '%s'", migrateMachineType)}
+	if machine != "" {
+		if _, err := uuid.Parse(machine); err != nil {
+			return "", fmt.Errorf("--machine %q is not a machine UUID", machine)
+		}
+		clauses = append(clauses, fmt.Sprintf("%s = '%s'", workflows.MachineUuidKey.GetName(), machine))
+	}
+	if status != "" {
+		i := slices.IndexFunc(migrationStatuses, func(st namedStatus) bool { return st.name == status })
+		if i < 0 {
+			return "", fmt.Errorf("--status %q is not a workflow status (want one of %s)", status, statusNames())
+		}
+		clauses = append(clauses, fmt.Sprintf("ExecutionStatus = '%s'", migrationStatuses[i].status))
+	}
+	return strings.Join(clauses, " AND "), nil
+}
+
+func listMigrations(ctx context.Context, tc client.Client, query string) ([]migration, error) {
+	list := []migration{}
+	var token []byte
+	for {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list migrations: %w", err)
+		}
+		for _, info := range resp.GetExecutions() {
+			list = append(list, migrationOf(info))
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return list, nil
+		}
+	}
+}
+
+// migrationOf reads a workflow's execution info and search attributes.
+func migrationOf(info *workflowpb.WorkflowExecutionInfo) migration {
+	m := migration{
+		WorkflowID: info.GetExecution().GetWorkflowId(),
+		RunID:      info.GetExecution().GetRunId(),
+		Status:     nameOfStatus(info.GetStatus()),
+	}
+	if info.GetStartTime() != nil {
+		m.StartTime = info.GetStartTime().AsTime()
+	}
+	if info.GetCloseTime() != nil {
+		m.CloseTime = info.GetCloseTime().AsTime()
+	}
+	attrs := info.GetSearchAttributes().GetIndexedFields()
+	for key, field := range map[temporal.SearchAttributeKeyKeyword]*string{
+		workflows.MachineUuidKey:    &m.MachineUuid,
+		workflows.MachineNameKey:    &m.MachineName,
+		workflows.SourceRegionKey:   &m.SourceRegion,
+		workflows.TargetRegionKey:   &m.TargetRegion,
+		workflows.MigrationPhaseKey: &m.MigrationPhase,
+	} {
+		*field = keyword(attrs[key.GetName()])
+	}
+	return m
+}
+
+// keyword decodes a keyword search attribute; a missing or undecodable one is empty.
+func keyword(p *commonpb.Payload) string {
+	var s string
+	if p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &s)
+	}
+	return s
+}
+
+func newMigrationsShowCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a migration: status, input, search attributes, progress, result or failure",
+		Long:  "Show a migration by workflow ID (migrate-machine/<uuid>) or machine UUID.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			d, err := showMigration(cmd.Context(), tc, migrationID(args[0]), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			return render(cmd, d, []migrationDetail{d}, migrationDetailColumns)
+		},
+	}
+}
+
+// migrationID accepts a workflow ID or the UUID of the machine it migrates.
+func migrationID(arg string) string {
+	if _, err := uuid.Parse(arg); err == nil {
+		return workflows.MigrateMachineID(arg)
+	}
+	return arg
+}
+
+// showMigration gathers what show prints; a running migration whose progress cannot be
+// queried (no worker) is still shown, with a warning on warn.
+func showMigration(ctx context.Context, tc client.Client, id string, warn io.Writer) (migrationDetail, error) {
+	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return migrationDetail{}, notFoundAsMigration(id, err)
+	}
+	d := migrationDetail{migration: migrationOf(desc.GetWorkflowExecutionInfo())}
+	in, err := migrationInput(ctx, tc, id, d.RunID)
+	if err != nil {
+		return d, err
+	}
+	d.Input = &in
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		p, err := queryProgress(ctx, tc, id, d.RunID)
+		if err != nil {
+			fmt.Fprintln(warn, "Warning:", err)
+		} else {
+			d.Progress = &p
+		}
+		return d, nil
+	}
+	var res workflows.MigrateMachineResult
+	if err := tc.GetWorkflow(ctx, id, d.RunID).Get(ctx, &res); err != nil {
+		d.Failure = failureMessage(err)
+	} else {
+		d.Result = &res
+	}
+	return d, nil
+}
+
+// migrationInput reads the input of a run from its first history event.
+func migrationInput(ctx context.Context, tc client.Client, id, runID string) (workflows.MigrateMachineInput, error) {
+	var in workflows.MigrateMachineInput
+	events := tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !events.HasNext() {
+		return in, fmt.Errorf("migration %s has no history", id)
+	}
+	first, err := events.Next()
+	if err != nil {
+		return in, fmt.Errorf("history of migration %s: %w", id, err)
+	}
+	started := first.GetWorkflowExecutionStartedEventAttributes()
+	if started == nil {
+		return in, fmt.Errorf("history of migration %s does not start with its input", id)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in); err != nil {
+		return in, fmt.Errorf("input of migration %s: %w", id, err)
+	}
+	return in, nil
+}
+
+func queryProgress(ctx context.Context, tc client.Client, id, runID string) (workflows.Progress, error) {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	var p workflows.Progress
+	v, err := tc.QueryWorkflow(ctx, id, runID, workflows.ProgressQuery)
+	if err != nil {
+		return p, fmt.Errorf("progress of migration %s (is a worker running?): %w", id, err)
+	}
+	if err := v.Get(&p); err != nil {
+		return p, fmt.Errorf("progress of migration %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// failureMessage says why a run failed without the SDK's wrapping: the message of the first
+// application error (the workflow's own, or the activity's that failed it), else the cause.
+func failureMessage(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	var wfErr *temporal.WorkflowExecutionError
+	if errors.As(err, &wfErr) {
+		if cause := errors.Unwrap(wfErr); cause != nil {
+			return cause.Error()
+		}
+	}
+	return err.Error()
+}
+
+func notFoundAsMigration(id string, err error) error {
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return fmt.Errorf("no migration %s: %w", id, err)
+	}
+	return fmt.Errorf("migration %s: %w", id, err)
+}
+
+func newMigrationsCancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a running migration; it undoes the steps it has done (compensations)",
+		Long:  "Cancel a migration by workflow ID (migrate-machine/<uuid>) or machine UUID. The workflow\nruns its compensations in reverse order; a migration past activation is not undone.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			id := migrationID(args[0])
+			if err := tc.CancelWorkflow(cmd.Context(), id, ""); err != nil {
+				return notFoundAsMigration(id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Cancel requested for migration %s; it undoes its steps. Follow it with: ironflow migrations show %s\n", id, id)
+			return nil
+		},
+	}
+}
+
+// startMigration starts MigrateMachine for the machine with UUID machineUUID (key is how the
+// user named it). The workflow ID is per machine, so a second migration of the same machine
+// while one runs is refused, naming the running one.
+func startMigration(ctx context.Context, tc client.Client, key, machineUUID string, in workflows.MigrateMachineInput) (client.WorkflowRun, error) {
+	opts := workflows.MigrateMachineStartOptions(machineUUID)
+	opts.TypedSearchAttributes = temporal.NewSearchAttributes(
+		workflows.MachineUuidKey.ValueSet(machineUUID),
+		workflows.SourceRegionKey.ValueSet(in.SourceRegion),
+		workflows.TargetRegionKey.ValueSet(in.TargetRegion),
+	)
+	run, err := tc.ExecuteWorkflow(ctx, opts, workflows.MigrateMachine, in)
+	var running *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &running) {
+		return nil, fmt.Errorf("machine %s is already being migrated by %s (run %s); follow it with `ironflow migrations show %s` or stop it with `ironflow migrations cancel %s`",
+			key, opts.ID, running.RunId, opts.ID, opts.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the migration of machine %s: %w", key, err)
+	}
+	return run, nil
+}
+
+// waitMigration waits for run to end. With progress set it polls the progress query and
+// writes each new phase, and each new error, on its own line.
+func waitMigration(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (workflows.MigrateMachineResult, error) {
+	var res workflows.MigrateMachineResult
+	done := make(chan error, 1)
+	go func() { done <- run.Get(ctx, &res) }()
+	var shown workflows.Progress
+	show := func() {
+		if progress == nil {
+			return
+		}
+		p, err := queryProgress(ctx, tc, run.GetID(), run.GetRunID())
+		if err != nil {
+			return // not answered yet (first workflow task pending) or gone: try again later
+		}
+		if p.Phase != shown.Phase {
+			fmt.Fprintln(progress, p.Phase)
+		}
+		for _, e := range p.Errors[min(len(shown.Errors), len(p.Errors)):] {
+			fmt.Fprintln(progress, "error:", e)
+		}
+		shown = p
+	}
+	ticker := time.NewTicker(progressInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-done:
+			show() // the final phase, usually set just before the workflow returned
+			switch {
+			case ctx.Err() != nil:
+				return res, fmt.Errorf("stopped waiting; migration %s goes on (ironflow migrations show %s): %w", run.GetID(), run.GetID(), ctx.Err())
+			case temporal.IsCanceledError(err):
+				// A compensation that fails turns the cancellation into a failure instead.
+				return res, fmt.Errorf("migration %s was canceled; the steps it had done were undone", run.GetID())
+			case err != nil:
+				return res, fmt.Errorf("migration %s failed: %s", run.GetID(), failureMessage(err))
+			}
+			return res, nil
+		case <-ticker.C:
+			show()
+		}
+	}
+}

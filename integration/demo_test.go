@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// TestDemo drives dev.Stack the way `make demo` does, with the web UI on, and checks that
+// Temporal lists the demo's migrations with their search attributes, which is what the web UI
+// shows and filters on.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	stack, err := dev.StartStack(ctx, dev.StackOptions{Seed: true, RunWorker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Stop)
+
+	var out bytes.Buffer
+	demo := &dev.Demo{Stack: stack, Binary: buildIronflow(t), Out: &out}
+	if err := demo.Run(ctx); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"Machine Name:birdy migrated to " + stack.Regions["region-b"].URL, "=== summary", "machine drp1.rackn"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+
+	resp, err := http.Get(stack.Temporal.UIURL)
+	if err != nil {
+		t.Fatalf("Temporal web UI: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("Temporal web UI answered %d", resp.StatusCode)
+	}
+
+	// The web UI's saved view "MigrationPhase = completed AND TargetRegion = region-b".
+	query := "WorkflowType = 'MigrateMachine' AND MigrationPhase = 'completed' AND TargetRegion = 'region-b' AND SourceRegion = 'region-a'"
+	seen := map[string]bool{}
+	for ctx.Err() == nil && len(seen) < 2 {
+		list, err := stack.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.GetExecutions() {
+			fields := e.GetSearchAttributes().GetIndexedFields()
+			for _, key := range workflows.SearchAttributes() {
+				if _, ok := fields[key.GetName()]; !ok && key.GetName() != "RackUuid" {
+					t.Errorf("%s has no search attribute %s", e.GetExecution().GetWorkflowId(), key.GetName())
+				}
+			}
+			seen[e.GetExecution().GetWorkflowId()] = true
+		}
+		time.Sleep(200 * time.Millisecond) // visibility is eventually consistent
+	}
+	for _, id := range []string{workflows.MigrateMachineID(dev.SeedMachine), workflows.MigrateMachineID("5f0e43a9-3d2b-4a55-9a8e-1c6a8f0c0a01")} {
+		if !seen[id] {
+			t.Errorf("Temporal does not list %s with the demo's search attributes (saw %v)", id, seen)
+		}
+	}
+}
