@@ -41,6 +41,7 @@ var permissions = map[string]map[string]grant{
 		resOther:      {read: granted, write: denied},
 		api.KindUsers: {read: denied, write: denied},
 		resRackSecret: {read: denied, write: denied},
+		resSecrets:    {read: denied, write: denied},
 	},
 	api.RoleRack: {
 		resOther:       {read: granted, write: denied},
@@ -49,6 +50,7 @@ var permissions = map[string]map[string]grant{
 		api.KindRacks:  {read: granted, write: granted},
 		resRackAPI:     {read: granted, write: granted},
 		resRackSecret:  {read: denied, write: denied},
+		resSecrets:     {read: denied, write: denied},
 	},
 	api.RoleMachine: {
 		resOther:         {read: denied, write: denied},

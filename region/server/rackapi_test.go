@@ -61,8 +61,8 @@ func TestRackRegistration(t *testing.T) {
 	reg := api.RackRegistration{Name: "rack-a", Interfaces: []string{"eth1"}, Version: "v1"}
 	refused := []struct {
 		name, token string
-		body       any
-		code       int
+		body        any
+		code        int
 	}{
 		{"no secret", "", reg, http.StatusUnauthorized},
 		{"wrong secret", secret + "x", reg, http.StatusUnauthorized},

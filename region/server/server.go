@@ -99,6 +99,9 @@ func (s *Server) routes() {
 	s.handle(route{pattern: "GET " + p + "/jobs/{key}/log", resource: resJobLogs, ownable: true, h: s.showJobLog})
 	s.handle(route{pattern: "PUT " + p + "/jobs/{key}/log", resource: resJobLogs, write: true, ownable: true, h: s.appendJobLog})
 	s.rackRoutes()
+	s.migrationRoutes()
+	s.agentRoutes()
+	s.secretRoutes()
 	for _, k := range kinds {
 		coll, item := p+"/"+k.name, p+"/"+k.name+"/{key}"
 		s.handle(route{pattern: "GET " + coll, resource: k.name, ownable: true, h: s.list(k)})

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ironflow/ironflow/rack"
+	"github.com/ironflow/ironflow/rack/httpboot"
+)
+
+func newRackCommand() *cobra.Command {
+	c := &cobra.Command{Use: "rack", Short: "Register or run a rack controller (DHCP, TFTP, HTTP boot next to the machines)"}
+	c.AddCommand(newRackRegisterCommand(), newRackServeCommand())
+	return c
+}
+
+// Flags of the rack commands; each falls back to its environment variable. List flags read
+// a comma-separated variable.
+var rackFlagEnvs = map[string]string{
+	"url":                 "IRONFLOW_RACK_URLS",
+	"secret":              "IRONFLOW_RACK_SECRET",
+	"name":                "IRONFLOW_RACK_NAME",
+	"state-dir":           "IRONFLOW_RACK_STATE_DIR",
+	"dhcp-interface":      "IRONFLOW_DHCP_INTERFACES",
+	"dhcp-relay-listen":   "IRONFLOW_DHCP_RELAY_LISTEN",
+	"server-ip":           "IRONFLOW_RACK_SERVER_IP",
+	"tftp-listen":         "IRONFLOW_TFTP_LISTEN",
+	"http-listen":         "IRONFLOW_HTTP_LISTEN",
+	"http-boot-url":       "IRONFLOW_HTTP_BOOT_URL",
+	"boot-dir":            "IRONFLOW_BOOT_DIR",
+	"region-secrets-file": "IRONFLOW_RACK_REGION_SECRETS_FILE",
+}
+
+// rackFlag is the flag's value, else its environment variable, else its default.
+func rackFlag(cmd *cobra.Command, name string) string {
+	return flagOrEnv(cmd, name, rackFlagEnvs[name])
+}
+
+// rackListFlag is a repeatable flag's values, else its comma-separated environment variable.
+func rackListFlag(cmd *cobra.Command, name string) []string {
+	if f := cmd.Flags().Lookup(name); !f.Changed {
+		if v, ok := os.LookupEnv(rackFlagEnvs[name]); ok {
+			var out []string
+			for s := range strings.SplitSeq(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					out = append(out, s)
+				}
+			}
+			return out
+		}
+	}
+	values, _ := cmd.Flags().GetStringArray(name)
+	return values
+}
+
+func envHelp(name string) string { return " (env " + rackFlagEnvs[name] + ")" }
+
+func newRackRegisterCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "register --url URL [--url URL...] --secret SECRET",
+		Short: "Register this rack with a region and store its identity and token in the state directory",
+		Long: "Register this rack with a region. The region URLs are tried in turn; the secret is the\n" +
+			"region's rack secret (`ironflow racks secret` on the region). A rack registered before keeps\n" +
+			"its UUID. A running `rack serve` uses the new registration after a restart.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := rack.Register(cmd.Context(), rack.RegisterOptions{
+				URLs:     rackListFlag(cmd, "url"),
+				Secret:   rackFlag(cmd, "secret"),
+				Name:     rackFlag(cmd, "name"),
+				StateDir: rackFlag(cmd, "state-dir"),
+				Version:  version,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "registered rack %s (%s) with region %s at %s\n", st.Name, st.Uuid, st.Region.Name, strings.Join(st.Endpoints, ", "))
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringArray("url", nil, "region URL; repeat for every region endpoint, preferred first"+envHelp("url"))
+	f.String("secret", "", "the region's rack secret"+envHelp("secret"))
+	f.String("name", "", "rack name (default: the earlier registration's, else the host name)"+envHelp("name"))
+	f.String("state-dir", rack.DefaultStateDir, "state directory"+envHelp("state-dir"))
+	return c
+}
+
+func newRackServeCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve DHCP, TFTP, HTTP boot and the rack's worker until interrupted",
+		Long: "Serve DHCP (broadcast on --dhcp-interface, relayed on --dhcp-relay-listen), TFTP and HTTP boot\n" +
+			"from --boot-dir, proxy the agent and metadata APIs to the region with failover, and, with a\n" +
+			"Temporal address, run the rack's worker for transfer-rack. The rack keeps serving with no\n" +
+			"region reachable, also after a restart.\n\n" +
+			"The region secrets file (YAML: secrets: {REGION: SECRET}) names the rack secrets of the\n" +
+			"regions this rack may be transferred to.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			o, err := rackServeOptions(cmd, logger)
+			if err != nil {
+				return err
+			}
+			return rack.Serve(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.String("state-dir", rack.DefaultStateDir, "state directory"+envHelp("state-dir"))
+	f.StringArray("dhcp-interface", nil, "serve broadcast DHCP on this interface; repeatable"+envHelp("dhcp-interface"))
+	f.String("dhcp-relay-listen", "", "ip:port for relayed DHCP requests, e.g. 127.0.0.1:1067"+envHelp("dhcp-relay-listen"))
+	f.String("server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)"+envHelp("server-ip"))
+	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+envHelp("tftp-listen"))
+	f.String("http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot"+envHelp("http-listen"))
+	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+envHelp("http-boot-url"))
+	f.String("boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP"+envHelp("boot-dir"))
+	f.String("region-secrets-file", "", "rack secrets of the regions this rack may move to"+envHelp("region-secrets-file"))
+	addTemporalFlags(c)
+	// A rack runs its worker only when a Temporal address is given.
+	addr := c.PersistentFlags().Lookup(flagTemporalAddress)
+	addr.DefValue = ""
+	if err := addr.Value.Set(""); err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// rackServeOptions reads the serve flags.
+func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, error) {
+	o := rack.Options{
+		StateDir:        rackFlag(cmd, "state-dir"),
+		DHCPInterfaces:  rackListFlag(cmd, "dhcp-interface"),
+		DHCPRelayListen: rackFlag(cmd, "dhcp-relay-listen"),
+		TFTPListen:      rackFlag(cmd, "tftp-listen"),
+		HTTPListen:      rackFlag(cmd, "http-listen"),
+		HTTPBootURL:     rackFlag(cmd, "http-boot-url"),
+		BootDir:         rackFlag(cmd, "boot-dir"),
+		Version:         version,
+		Logger:          logger,
+	}
+	if ip := rackFlag(cmd, "server-ip"); ip != "" {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || !a.Is4() {
+			return rack.Options{}, fmt.Errorf("--server-ip %q is not an IPv4 address", ip)
+		}
+		o.ServerIP = a
+	}
+	if temporalFlag(cmd, flagTemporalAddress) != "" {
+		o.Temporal = temporalOptions(cmd, logger)
+	}
+	secrets, err := loadRegionSecrets(rackFlag(cmd, "region-secrets-file"))
+	if err != nil {
+		return rack.Options{}, err
+	}
+	o.RegionSecrets = secrets
+	return o, nil
+}
+
+// loadRegionSecrets reads `secrets: {REGION: SECRET}`; no file means no secrets.
+func loadRegionSecrets(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("region secrets file: %w", err)
+	}
+	var f struct {
+		Secrets map[string]string `json:"secrets"`
+	}
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("region secrets file %s: %w", path, err)
+	}
+	for name, s := range f.Secrets {
+		if strings.TrimSpace(name) == "" || s == "" {
+			return nil, errors.New("region secrets file " + path + ": every entry needs a name and a secret")
+		}
+	}
+	return f.Secrets, nil
+}

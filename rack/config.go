@@ -1,0 +1,140 @@
+package rack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/ironflow/ironflow/rack/dhcp"
+	"github.com/ironflow/ironflow/rack/httpboot"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// BootEnvBoot is what a machine in boot env env boots: the kernel and initrd under the boot
+// directory's folder of that name (env/vmlinuz, env/initrd.img); "local" boots from disk.
+func BootEnvBoot(env string) httpboot.Boot {
+	if env == httpboot.BootEnvLocal {
+		return httpboot.Boot{BootEnv: env}
+	}
+	return httpboot.Boot{BootEnv: env, Kernel: env + "/vmlinuz", Initrds: []string{env + "/initrd.img"}}
+}
+
+// DHCP is the part of the DHCP handler the config applier drives (*dhcp.Handler).
+type DHCP interface {
+	Configure(cfg dhcp.Config) error
+}
+
+// applier turns the region's rack config into the DHCP config and the machine boot table,
+// all or nothing: a config that DHCP refuses leaves both as they were.
+type applier struct {
+	rack  string // this rack's UUID
+	dhcp  DHCP
+	base  dhcp.Config // ServerIP and Boot, which come from the rack's own options
+	log   *slog.Logger
+	boots atomic.Pointer[map[string]httpboot.Boot] // by MAC string
+}
+
+func newApplier(rack string, d DHCP, base dhcp.Config, log *slog.Logger) *applier {
+	a := &applier{rack: rack, dhcp: d, base: base, log: log}
+	a.boots.Store(&map[string]httpboot.Boot{})
+	return a
+}
+
+// apply is the region link's OnConfig.
+func (a *applier) apply(raw json.RawMessage) error {
+	var cfg api.RackConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("decode rack config: %w", err)
+	}
+	dc, boots, err := a.translate(cfg)
+	if err != nil {
+		return err
+	}
+	if err := a.dhcp.Configure(dc); err != nil {
+		return err
+	}
+	a.boots.Store(&boots)
+	a.log.Info("rack config applied", "subnets", len(dc.Subnets), "reservations", len(dc.Reservations))
+	return nil
+}
+
+// translate converts a rack config. Subnets without a dynamic range are left out (the lease
+// table allocates from a range), and with them their reservations. Active leases that other
+// racks granted (a rack taking over a VLAN, or moved to a region that knows them) are
+// honoured as reservations, so their clients keep their addresses and no one else gets
+// them; machine reservations win over them.
+func (a *applier) translate(cfg api.RackConfig) (dhcp.Config, map[string]httpboot.Boot, error) {
+	dc := a.base
+	dc.Subnets, dc.Reservations = nil, nil
+	served := map[string]bool{}
+	for _, s := range cfg.Subnets {
+		if s.DynamicRange.Start == "" && s.DynamicRange.End == "" {
+			a.log.Warn("subnet has no dynamic range; not serving DHCP on it", "subnet", s.Uuid, "cidr", s.CIDR)
+			continue
+		}
+		sub, err := dhcp.SubnetFromAPI(s)
+		if err != nil {
+			return dhcp.Config{}, nil, err
+		}
+		dc.Subnets = append(dc.Subnets, sub)
+		served[s.Uuid] = true
+	}
+	boots := make(map[string]httpboot.Boot, len(cfg.Reservations))
+	for _, r := range cfg.Reservations {
+		mac, err := net.ParseMAC(r.MAC)
+		if err != nil {
+			return dhcp.Config{}, nil, fmt.Errorf("reservation of machine %s: MAC %q: %w", r.Machine, r.MAC, err)
+		}
+		if r.BootEnv != "" {
+			boots[mac.String()] = BootEnvBoot(r.BootEnv)
+		}
+		if !served[r.Subnet] {
+			continue
+		}
+		addr, err := netip.ParseAddr(r.Addr)
+		if err != nil {
+			return dhcp.Config{}, nil, fmt.Errorf("reservation of machine %s: address %q: %w", r.Machine, r.Addr, err)
+		}
+		dc.Reservations = append(dc.Reservations, dhcp.Reservation{MAC: mac, Addr: addr, Hostname: r.Hostname, MachineRef: r.Machine})
+	}
+	return dc, boots, a.honourLeases(&dc, cfg.Leases, served)
+}
+
+// honourLeases adds a reservation for each active lease of another rack in a served subnet
+// whose MAC and address are not reserved yet.
+func (a *applier) honourLeases(dc *dhcp.Config, leases []api.Lease, served map[string]bool) error {
+	macs, addrs := map[string]bool{}, map[netip.Addr]bool{}
+	for _, r := range dc.Reservations {
+		macs[r.MAC.String()], addrs[r.Addr] = true, true
+	}
+	for _, l := range leases {
+		if l.Rack == a.rack || l.State != "active" || !served[l.Subnet] {
+			continue
+		}
+		mac, err := net.ParseMAC(l.MAC)
+		if err != nil {
+			return fmt.Errorf("lease of %s: MAC %q: %w", l.Addr, l.MAC, err)
+		}
+		addr, err := netip.ParseAddr(l.Addr)
+		if err != nil {
+			return fmt.Errorf("lease of %s: address: %w", l.MAC, err)
+		}
+		if macs[mac.String()] || addrs[addr] {
+			continue
+		}
+		macs[mac.String()], addrs[addr] = true, true
+		dc.Reservations = append(dc.Reservations, dhcp.Reservation{MAC: mac, Addr: addr, Hostname: l.Hostname, MachineRef: l.MachineRef})
+	}
+	return nil
+}
+
+// BootByMAC implements httpboot.MachineLookup from the applied config: a machine with a
+// reservation and a boot env boots that; any other MAC boots the discovery environment.
+func (a *applier) BootByMAC(_ context.Context, mac net.HardwareAddr) (httpboot.Boot, bool, error) {
+	b, ok := (*a.boots.Load())[mac.String()]
+	return b, ok, nil
+}

@@ -1,0 +1,138 @@
+package rack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/ironflow/ironflow/rack/dhcp"
+	"github.com/ironflow/ironflow/rack/httpboot"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// recordingDHCP keeps the last config it accepted and refuses when told to.
+type recordingDHCP struct {
+	cfg    dhcp.Config
+	refuse error
+}
+
+func (r *recordingDHCP) Configure(cfg dhcp.Config) error {
+	if r.refuse != nil {
+		return r.refuse
+	}
+	r.cfg = cfg
+	return nil
+}
+
+const (
+	thisRack  = "0d000000-0000-4000-8000-000000000001"
+	otherRack = "0d000000-0000-4000-8000-000000000002"
+	subnetA   = "5b000000-0000-4000-8000-00000000000a"
+	subnetB   = "5b000000-0000-4000-8000-00000000000b" // no dynamic range
+)
+
+func sampleConfig() api.RackConfig {
+	lease := func(addr, mac, rack, state string) api.Lease {
+		return api.Lease{Addr: addr, MAC: mac, Subnet: subnetA, Rack: rack, State: state}
+	}
+	return api.RackConfig{
+		Rack: api.Rack{Uuid: thisRack},
+		Subnets: []api.Subnet{
+			{Uuid: subnetA, CIDR: "10.1.0.0/24", Gateway: "10.1.0.1", DynamicRange: api.IPRange{Start: "10.1.0.100", End: "10.1.0.200"}},
+			{Uuid: subnetB, CIDR: "10.2.0.0/24"},
+		},
+		Reservations: []api.Reservation{
+			{MAC: "52:54:00:00:00:01", Addr: "10.1.0.10", Hostname: "m1", Machine: "m-1", Subnet: subnetA, BootEnv: "local"},
+			{MAC: "52:54:00:00:00:02", Addr: "10.2.0.10", Hostname: "m2", Machine: "m-2", Subnet: subnetB, BootEnv: "ubuntu"},
+		},
+		Leases: []api.Lease{
+			lease("10.1.0.150", "52:54:00:00:01:50", otherRack, "active"),   // honoured
+			lease("10.1.0.151", "52:54:00:00:01:51", thisRack, "active"),    // in this rack's own log already
+			lease("10.1.0.152", "52:54:00:00:00:01", otherRack, "active"),   // the machine's reservation wins
+			lease("10.1.0.10", "52:54:00:00:01:53", otherRack, "active"),    // address reserved for the machine
+			lease("10.1.0.154", "52:54:00:00:01:54", otherRack, "released"), // over
+		},
+	}
+}
+
+func TestConfigApplies(t *testing.T) {
+	d := &recordingDHCP{}
+	a := newApplier(thisRack, d, dhcp.Config{ServerIP: netip.MustParseAddr("10.1.0.2")}, quiet)
+	raw, _ := json.Marshal(sampleConfig())
+	if err := a.apply(raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.cfg.Subnets) != 1 || d.cfg.Subnets[0].ID != subnetA || d.cfg.ServerIP != netip.MustParseAddr("10.1.0.2") {
+		t.Errorf("subnets %+v, server IP %s", d.cfg.Subnets, d.cfg.ServerIP)
+	}
+	var got []string
+	for _, r := range d.cfg.Reservations {
+		got = append(got, r.MAC.String()+"="+r.Addr.String())
+	}
+	if want := []string{"52:54:00:00:00:01=10.1.0.10", "52:54:00:00:01:50=10.1.0.150"}; !slices.Equal(got, want) {
+		t.Errorf("reservations %v, want %v", got, want)
+	}
+	lookups := []struct {
+		mac   string
+		found bool
+		want  httpboot.Boot
+	}{
+		{"52:54:00:00:00:01", true, httpboot.Boot{BootEnv: "local"}},
+		{"52:54:00:00:00:02", true, BootEnvBoot("ubuntu")}, // boots even where DHCP is not served
+		{"52:54:00:00:99:99", false, httpboot.Boot{}},
+	}
+	for _, l := range lookups {
+		mac, _ := net.ParseMAC(l.mac)
+		b, found, err := a.BootByMAC(context.Background(), mac)
+		if err != nil || found != l.found || b.BootEnv != l.want.BootEnv || b.Kernel != l.want.Kernel {
+			t.Errorf("BootByMAC(%s) = %+v, %v, %v; want %+v, %v", l.mac, b, found, err, l.want, l.found)
+		}
+	}
+}
+
+func TestConfigRefusedLeavesTheOldOneInForce(t *testing.T) {
+	badMAC := sampleConfig()
+	badMAC.Reservations[0].MAC = "nope"
+	badAddr := sampleConfig()
+	badAddr.Reservations[0].Addr = "10.1.0"
+	badRange := sampleConfig()
+	badRange.Subnets[0].DynamicRange.End = "x"
+	cases := []struct {
+		name   string
+		raw    []byte
+		refuse error
+	}{
+		{"not JSON", []byte(`{"Subnets":`), nil},
+		{"bad reservation MAC", mustJSON(t, badMAC), nil},
+		{"bad reservation address", mustJSON(t, badAddr), nil},
+		{"bad dynamic range", mustJSON(t, badRange), nil},
+		{"DHCP refuses", mustJSON(t, sampleConfig()), errors.New("overlapping subnets")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := &recordingDHCP{}
+			a := newApplier(thisRack, d, dhcp.Config{}, quiet)
+			d.refuse = c.refuse
+			if err := a.apply(c.raw); err == nil {
+				t.Fatal("accepted")
+			}
+			mac, _ := net.ParseMAC("52:54:00:00:00:01")
+			if _, found, _ := a.BootByMAC(context.Background(), mac); found || d.cfg.Subnets != nil {
+				t.Fatalf("a refused config took effect: boot found %v, DHCP %+v", found, d.cfg)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

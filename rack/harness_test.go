@@ -1,0 +1,296 @@
+package rack
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+
+	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
+	"github.com/ironflow/ironflow/region/server"
+	"github.com/ironflow/ironflow/region/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	adminToken = "rack-test-admin-token"
+	testSecret = "rack-test-secret"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// testLogger shows the rack's log with the test's output when IRONFLOW_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("IRONFLOW_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return quiet
+}
+
+// region is one region process on 127.0.0.1 serving a database.
+type region struct {
+	URL  string
+	stop func()
+}
+
+// startRegion runs a region process on dbURL with the rack secret until stopped or the
+// test ends.
+func startRegion(t *testing.T, dbURL, name string) *region {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.BootstrapAdmin(ctx, adminToken); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &region{URL: "http://" + ln.Addr().String()}
+	srv := server.New(st, server.Config{Name: name, PublicURL: r.URL, RackSecret: testSecret, Version: "test", Logger: quiet})
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	stopped := false
+	r.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("region %s: %v", name, err)
+		}
+		st.Close()
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *region) admin() *client.Client { return client.New(r.URL, adminToken) }
+
+// testNet is a loopback /24 for this test process: the relay agent the test plays listens
+// on its .1 (giaddr:67). It stays below 127.16/12, where rack/dhcp's tests play theirs.
+func testNet() netip.Prefix {
+	pid := os.Getpid()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(1 + pid%15), byte(pid / 15 % 256), 0}), 24)
+}
+
+func netAddr(last byte) netip.Addr {
+	b := testNet().Addr().As4()
+	b[3] = last
+	return netip.AddrFrom4(b)
+}
+
+// network creates, on the region, a VLAN served by rack with one subnet of testNet and a
+// machine with a reserved address; it returns the machine's MAC and address.
+func network(t *testing.T, c *client.Client, rack string) (net.HardwareAddr, netip.Addr) {
+	t.Helper()
+	ctx := context.Background()
+	fabric, err := c.Fabrics().Create(ctx, api.Fabric{Name: "fabric-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vlan, err := c.VLANs().Create(ctx, api.VLAN{Name: "vlan-1", Fabric: fabric.Uuid, VID: 1, DHCPOn: true, PrimaryRack: rack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subnets().Create(ctx, api.Subnet{Name: "net-1", CIDR: testNet().String(), VLAN: vlan.Uuid, Gateway: netAddr(1).String(),
+		DynamicRange: api.IPRange{Start: netAddr(100).String(), End: netAddr(200).String()}, LeaseSeconds: 600}); err != nil {
+		t.Fatal(err)
+	}
+	mac := net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+	if _, err := c.Machines().Create(ctx, api.Machine{Name: "birdy", HardwareAddrs: []string{mac.String()},
+		Address: netAddr(50).String(), BootEnv: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	return mac, netAddr(50)
+}
+
+// freePort returns a port that was free on 127.0.0.1 a moment ago.
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	switch network {
+	case "udp":
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	default:
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+}
+
+// rackOptions serves DHCP relayed on 127.0.0.1 and HTTP boot, with fast heartbeats and
+// region checks.
+func rackOptions(t *testing.T, stateDir string) Options {
+	t.Helper()
+	return Options{
+		StateDir:            stateDir,
+		DHCPRelayListen:     net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "udp"))),
+		HTTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "tcp"))),
+		TFTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "udp"))),
+		BootDir:             t.TempDir(),
+		HeartbeatInterval:   200 * time.Millisecond,
+		RegionCheckInterval: 200 * time.Millisecond,
+		Version:             "test",
+		Logger:              testLogger(),
+	}
+}
+
+// runningRack is a rack process started by startRack.
+type runningRack struct {
+	p    *process
+	stop func()
+}
+
+// startRack opens and runs a rack until stopped or the test ends.
+func startRack(t *testing.T, o Options) *runningRack {
+	t.Helper()
+	p, err := open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		defer p.close()
+		done <- p.run(ctx)
+	}()
+	stopped := false
+	r := &runningRack{p: p, stop: func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("rack: %v", err)
+		}
+	}}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// relayAgent plays a DHCP relay at testNet's .1: it forwards a client's requests to the
+// rack's relay socket and receives the replies on giaddr:67.
+type relayAgent struct {
+	conn   *net.UDPConn
+	rack   *net.UDPAddr
+	giaddr net.IP
+}
+
+func newRelayAgent(t *testing.T, rackRelay string) *relayAgent {
+	t.Helper()
+	gi := netAddr(1)
+	conn, err := server4.NewIPv4UDPConn("", &net.UDPAddr{IP: gi.AsSlice(), Port: dhcpv4.ServerPort})
+	if err != nil {
+		t.Fatalf("relay agent on %s:67: %v", gi, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	dst, err := net.ResolveUDPAddr("udp4", rackRelay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &relayAgent{conn: conn, rack: dst, giaddr: gi.AsSlice()}
+}
+
+// exchange relays req and returns the reply with its xid, or nil when none came in time.
+func (a *relayAgent) exchange(t *testing.T, req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
+	t.Helper()
+	req.GatewayIPAddr = a.giaddr
+	if _, err := a.conn.WriteTo(req.ToBytes(), a.rack); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1500)
+	a.conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	for {
+		n, _, err := a.conn.ReadFrom(buf)
+		var timeout net.Error
+		if errors.As(err, &timeout) && timeout.Timeout() {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := dhcpv4.FromBytes(buf[:n]); err == nil && resp.TransactionID == req.TransactionID {
+			return resp
+		}
+	}
+}
+
+// dora runs DISCOVER, OFFER, REQUEST, ACK for mac and returns the acknowledged address,
+// or an invalid address when the rack did not answer or refused.
+func (a *relayAgent) dora(t *testing.T, mac net.HardwareAddr) netip.Addr {
+	t.Helper()
+	discover, err := dhcpv4.NewDiscovery(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer := a.exchange(t, discover)
+	if offer == nil || offer.MessageType() != dhcpv4.MessageTypeOffer {
+		return netip.Addr{}
+	}
+	request, err := dhcpv4.NewRequestFromOffer(offer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack := a.exchange(t, request)
+	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck {
+		return netip.Addr{}
+	}
+	got, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
+	return got
+}
+
+// eventually polls cond until it holds or 10 seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// httpStatus GETs url and returns the status code (0 when unreachable).
+func httpStatus(url string) int {
+	code, _ := httpGet(url)
+	return code
+}
+
+// httpGet GETs url and returns the status code (0 when unreachable) and the body.
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}

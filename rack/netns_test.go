@@ -1,0 +1,158 @@
+package rack
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"golang.org/x/sys/unix"
+
+	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// TestBroadcastDHCPOnAnInterface runs `rack serve --dhcp-interface` in a network namespace
+// joined by a veth pair to a client's namespace: the client broadcasts and gets the address
+// the region reserved for its MAC, with the rack's interface address as server identifier.
+func TestBroadcastDHCPOnAnInterface(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("the ip command (iproute2) is not installed")
+	}
+	rackNS, rackIf, cliNS, cliIf := vethPair(t)
+	serverIP := netip.MustParseAddr("10.77.0.1")
+	ipCmd(t, "-n", rackNS, "addr", "add", serverIP.String()+"/24", "dev", rackIf)
+
+	r := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := Register(ctx, RegisterOptions{URLs: []string{r.URL}, Secret: testSecret, Name: "rack-1", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mac net.HardwareAddr
+	var conn net.PacketConn
+	inNetns(t, cliNS, func() error {
+		ifi, err := net.InterfaceByName(cliIf)
+		if err != nil {
+			return err
+		}
+		mac = ifi.HardwareAddr
+		conn, err = nclient4.NewRawUDPConn(cliIf, dhcpv4.ClientPort)
+		return err
+	})
+	c := r.admin()
+	fabric, err := c.Fabrics().Create(ctx, api.Fabric{Name: "fabric-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vlan, err := c.VLANs().Create(ctx, api.VLAN{Fabric: fabric.Uuid, VID: 7, DHCPOn: true, PrimaryRack: st.Uuid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subnets().Create(ctx, api.Subnet{Name: "veth", CIDR: "10.77.0.0/24", VLAN: vlan.Uuid,
+		DynamicRange: api.IPRange{Start: "10.77.0.100", End: "10.77.0.200"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Machines().Create(ctx, api.Machine{Name: "veth-machine", HardwareAddrs: []string{mac.String()}, Address: "10.77.0.50"}); err != nil {
+		t.Fatal(err)
+	}
+
+	o := rackOptions(t, dir)
+	o.DHCPInterfaces, o.DHCPRelayListen, o.TFTPListen = []string{rackIf}, "", ""
+	var p *process
+	inNetns(t, rackNS, func() (err error) { // the interface socket belongs to the rack's namespace
+		p, err = open(o)
+		return err
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer p.close()
+		done <- p.run(runCtx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("rack: %v", err)
+		}
+	})
+
+	client, err := nclient4.NewWithConn(conn, mac, nclient4.WithTimeout(time.Second), nclient4.WithRetry(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	eventually(t, "the reserved address by broadcast DHCP", func() bool {
+		lease, err := client.Request(ctx)
+		if err != nil {
+			return false
+		}
+		got, _ := netip.AddrFromSlice(lease.ACK.YourIPAddr.To4())
+		sid, _ := netip.AddrFromSlice(lease.ACK.ServerIdentifier().To4())
+		return got == netip.MustParseAddr("10.77.0.50") && sid == serverIP
+	})
+}
+
+// vethPair creates two network namespaces joined by a veth pair, both ends up, and removes
+// them when the test ends, whatever happens.
+func vethPair(t *testing.T) (rackNS, rackIf, cliNS, cliIf string) {
+	t.Helper()
+	id := os.Getpid()
+	rackNS, cliNS = fmt.Sprintf("ironflow-racks-%d", id), fmt.Sprintf("ironflow-rackc-%d", id)
+	rackIf, cliIf = fmt.Sprintf("ifrs%d", id), fmt.Sprintf("ifrc%d", id)
+	for _, ns := range []string{rackNS, cliNS} {
+		ipCmd(t, "netns", "add", ns)
+		t.Cleanup(func() {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+			}
+		})
+	}
+	ipCmd(t, "link", "add", rackIf, "netns", rackNS, "type", "veth", "peer", "name", cliIf, "netns", cliNS)
+	ipCmd(t, "-n", rackNS, "link", "set", rackIf, "up")
+	ipCmd(t, "-n", cliNS, "link", "set", cliIf, "up")
+	return rackNS, rackIf, cliNS, cliIf
+}
+
+func ipCmd(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}
+
+// inNetns runs fn on an OS thread that joined namespace ns, so the sockets fn opens belong
+// to ns. The thread stays locked and dies with its goroutine: nothing else runs in ns.
+func inNetns(t *testing.T, ns string, fn func() error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(filepath.Join("/var/run/netns", ns))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		errc <- fn()
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("in netns %s: %v", ns, err)
+	}
+}

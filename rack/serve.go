@@ -1,0 +1,278 @@
+package rack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/rack/bootfs"
+	"github.com/ironflow/ironflow/rack/dhcp"
+	"github.com/ironflow/ironflow/rack/httpboot"
+	"github.com/ironflow/ironflow/rack/leases"
+	"github.com/ironflow/ironflow/rack/regionlink"
+	"github.com/ironflow/ironflow/rack/tftp"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// Options configure a serving rack. Empty listen addresses disable a service.
+type Options struct {
+	StateDir string // default DefaultStateDir
+
+	DHCPInterfaces  []string   // broadcast DHCP on these interfaces
+	DHCPRelayListen string     // "ip:port" for relayed requests, e.g. "127.0.0.1:1067"
+	ServerIP        netip.Addr // the rack's address for relayed clients (option 54, TFTP); default: the relay listen IP
+	TFTPListen      string     // e.g. ":69"
+	HTTPListen      string     // e.g. ":5248"
+	HTTPBootURL     string     // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
+	BootDir         string     // served by TFTP and HTTP
+	Discovery       httpboot.Boot
+
+	Temporal      client.Options    // the rack's worker; an empty HostPort runs none
+	RegionSecrets map[string]string // rack secrets of regions the rack may move to, by name
+
+	HeartbeatInterval   time.Duration // default api.RackHeartbeatInterval
+	RegionCheckInterval time.Duration // region health checks and config sync (default 5s)
+	Version             string
+	Logger              *slog.Logger
+}
+
+// Serve runs the rack until ctx ends: the region link (health checks, failover, config sync
+// and cache), heartbeats, the lease table and its upload to the region, DHCP, TFTP, HTTP boot
+// and, with a Temporal address, the rack's worker. It needs no region to start: the config
+// comes from the link's cache and the leases from their log. One prometheus.Registry holds
+// every service's metrics; HTTP boot serves it on /metrics.
+func Serve(ctx context.Context, o Options) error {
+	p, err := open(o)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	return p.run(ctx)
+}
+
+// process is a rack ready to run: everything opened and built, nothing started.
+type process struct {
+	o        Options
+	log      *slog.Logger
+	st       State
+	table    *leases.Table
+	link     *regionlink.Link
+	auth     *rackAuth
+	ctrl     *controller
+	services []func(context.Context) error // the servers, sockets open
+	closers  []func() error
+}
+
+// open builds the rack. The DHCP sockets open last, so a setup error leaves nothing behind.
+func open(o Options) (_ *process, err error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	p := &process{o: o, log: o.Logger}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if p.st, err = LoadState(o.StateDir); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if p.table, err = leases.Open(leases.Options{Dir: filepath.Join(o.StateDir, leasesDir), Rack: p.st.Uuid, Logger: p.log.With("component", "leases")}); err != nil {
+		return nil, fmt.Errorf("lease table: %w", err)
+	}
+	p.closers = append(p.closers, p.table.Close)
+	dhcpMetrics, err := dhcp.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	base := dhcp.Config{ServerIP: o.ServerIP, Boot: dhcp.Boot{HTTPBaseURL: o.HTTPBootURL}}
+	handler, err := dhcp.NewHandler(base, p.table, dhcpMetrics, p.log.With("component", "dhcp"))
+	if err != nil {
+		return nil, err
+	}
+	cfg := newApplier(p.st.Uuid, handler, base, p.log.With("component", "config"))
+	if err := p.openLink(cfg); err != nil {
+		return nil, err
+	}
+	p.ctrl = &controller{stateDir: o.StateDir, version: o.Version, interfaces: o.DHCPInterfaces, link: p.link,
+		auth: p.auth, region: regionAPI{link: p.link, rack: p.st.Uuid}, table: p.table,
+		hc: &http.Client{Timeout: 30 * time.Second}, log: p.log, st: p.st}
+	if p.ctrl.interfaces == nil {
+		p.ctrl.interfaces = []string{}
+	}
+
+	if o.TFTPListen != "" || o.HTTPListen != "" {
+		dir, err := bootfs.Open(o.BootDir)
+		if err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, dir.Close)
+		if o.TFTPListen != "" {
+			srv, err := tftp.New(o.TFTPListen, dir, reg, p.log.With("component", "tftp"))
+			if err != nil {
+				return nil, err
+			}
+			p.services = append(p.services, running(&p.ctrl.tftpUp, srv.Serve))
+		}
+		if o.HTTPListen != "" {
+			srv, err := httpboot.New(httpboot.Config{Addr: o.HTTPListen, Dir: dir, Machines: cfg, Discovery: o.Discovery,
+				Region: p.link, Registry: reg, Logger: p.log})
+			if err != nil {
+				return nil, err
+			}
+			p.services = append(p.services, running(&p.ctrl.httpUp, srv.Serve))
+		}
+	}
+	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
+		srv, err := dhcp.NewServer(handler, dhcp.ServerConfig{Interfaces: o.DHCPInterfaces, RelayAddr: o.DHCPRelayListen}, p.log.With("component", "dhcp"))
+		if err != nil {
+			return nil, err
+		}
+		p.services = append(p.services, running(&p.ctrl.dhcpUp, srv.Serve))
+	}
+	return p, nil
+}
+
+// openLink builds the region link over the cached config. The stored registration names the
+// region: a move that crashed before the link swapped, or a new `rack register`, is
+// completed here.
+func (p *process) openLink(cfg *applier) error {
+	p.auth = newRackAuth(p.st.Token)
+	link, err := regionlink.New(regionlink.Config{
+		Endpoints:  p.st.Endpoints,
+		StateDir:   filepath.Join(p.o.StateDir, linkDir),
+		Interval:   p.o.RegionCheckInterval,
+		ConfigPath: api.PathPrefix + "/racks/" + p.st.Uuid + "/config",
+		OnConfig:   cfg.apply,
+		Transport:  p.auth,
+		Logger:     p.log,
+	})
+	if err != nil {
+		return err
+	}
+	if eps := link.Endpoints(); len(eps) < len(p.st.Endpoints) || !slices.Equal(eps[:len(p.st.Endpoints)], p.st.Endpoints) {
+		if err := link.SwapEndpoints(p.st.Endpoints); err != nil {
+			return err
+		}
+	}
+	p.link = link
+	return nil
+}
+
+// run serves until ctx ends or a service fails.
+func (p *process) run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, serve := range p.services {
+		g.Go(func() error { return serve(ctx) })
+	}
+	g.Go(func() error { return p.link.Serve(asRack(ctx)) })
+	g.Go(func() error { return p.ctrl.heartbeats(ctx, p.o.HeartbeatInterval) })
+	uploader := leases.NewUploader(p.table, p.ctrl.region, leases.UploaderOptions{Logger: p.log.With("component", "lease-sync")})
+	g.Go(func() error { return uploader.Serve(asRack(ctx)) })
+	if p.o.Temporal.HostPort != "" {
+		acts := rackacts.New(p.ctrl, p.o.RegionSecrets)
+		g.Go(func() error { return runWorker(ctx, p.o, p.st.Uuid, acts, p.log.With("component", "worker")) })
+	} else {
+		p.log.Info("no Temporal address: the rack runs no worker")
+	}
+	p.log.Info("rack serving", "rack", p.st.Uuid, "name", p.st.Name, "region", p.st.Region.Name, "endpoints", p.link.Endpoints())
+	return g.Wait()
+}
+
+func (p *process) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		if err := p.closers[i](); err != nil {
+			p.log.Warn("closing rack state", "err", err)
+		}
+	}
+}
+
+// running marks up as true while serve runs.
+func running(up *atomic.Bool, serve func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		up.Store(true)
+		defer up.Store(false)
+		return serve(ctx)
+	}
+}
+
+func (o *Options) defaults() error {
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = api.RackHeartbeatInterval
+	}
+	if o.Discovery.BootEnv == "" {
+		o.Discovery = BootEnvBoot("discovery")
+	}
+	if !o.ServerIP.IsValid() && len(o.DHCPInterfaces) > 0 {
+		if a, err := interfaceAddr(o.DHCPInterfaces[0]); err == nil {
+			o.ServerIP = a
+		}
+	}
+	if !o.ServerIP.IsValid() && o.DHCPRelayListen != "" {
+		ap, err := netip.ParseAddrPort(o.DHCPRelayListen)
+		if err != nil {
+			return fmt.Errorf("DHCP relay listen address %q: want ip:port: %w", o.DHCPRelayListen, err)
+		}
+		if !ap.Addr().IsUnspecified() {
+			o.ServerIP = ap.Addr()
+		}
+	}
+	if o.DHCPRelayListen != "" && !o.ServerIP.IsValid() {
+		return errors.New("relayed DHCP needs the rack's address: give a server IP or a specific relay listen address")
+	}
+	if o.HTTPBootURL == "" && o.HTTPListen != "" && o.ServerIP.IsValid() {
+		_, port, err := net.SplitHostPort(o.HTTPListen)
+		if err != nil {
+			return fmt.Errorf("HTTP listen address %q: %w", o.HTTPListen, err)
+		}
+		o.HTTPBootURL = "http://" + net.JoinHostPort(o.ServerIP.String(), port)
+	}
+	if (o.TFTPListen != "" || o.HTTPListen != "") && o.BootDir == "" {
+		return errors.New("TFTP and HTTP boot need a boot directory")
+	}
+	return nil
+}
+
+// interfaceAddr is the first IPv4 address of the named interface.
+func interfaceAddr(name string) (netip.Addr, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if v, ok := netip.AddrFromSlice(n.IP.To4()); ok {
+				return v, nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("interface %s has no IPv4 address", name)
+}

@@ -1,0 +1,56 @@
+package rack
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Delays between attempts to reach Temporal.
+const (
+	workerRetryFirst = time.Second
+	workerRetryMax   = time.Minute
+)
+
+// runWorker runs the rack's Temporal worker on workflows.RackTaskQueue(rack) until ctx ends.
+// Temporal being unreachable never stops the rack from serving: the worker keeps trying.
+func runWorker(ctx context.Context, o Options, rack string, acts *rackacts.Activities, log *slog.Logger) error {
+	queue := workflows.RackTaskQueue(rack)
+	delay := workerRetryFirst
+	for {
+		opts := o.Temporal
+		if opts.Logger == nil {
+			opts.Logger = tlog.NewStructuredLogger(log)
+		}
+		c, err := client.DialContext(ctx, opts)
+		if err == nil {
+			w := worker.New(c, queue, worker.Options{})
+			w.RegisterActivity(acts)
+			if err = w.Start(); err == nil {
+				log.Info("rack worker polling", "task_queue", queue, "temporal", o.Temporal.HostPort)
+				<-ctx.Done()
+				w.Stop()
+				c.Close()
+				return nil
+			}
+			c.Close()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("Temporal not reachable; the rack serves on and retries", "temporal", o.Temporal.HostPort, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, workerRetryMax)
+	}
+}
