@@ -2,22 +2,20 @@ package rack
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
-	"golang.org/x/sys/unix"
 
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/region/api"
+
+	"github.com/ironflow/ironflow/internal/netnstest"
 )
 
 // TestBroadcastDHCPOnAnInterface runs `rack serve --dhcp-interface` in a network namespace
@@ -30,9 +28,9 @@ func TestBroadcastDHCPOnAnInterface(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("the ip command (iproute2) is not installed")
 	}
-	rackNS, rackIf, cliNS, cliIf := vethPair(t)
+	rackNS, rackIf, cliNS, cliIf := netnstest.VethPair(t, "r")
 	serverIP := netip.MustParseAddr("10.77.0.1")
-	ipCmd(t, "-n", rackNS, "addr", "add", serverIP.String()+"/24", "dev", rackIf)
+	netnstest.IP(t, "-n", rackNS, "addr", "add", serverIP.String()+"/24", "dev", rackIf)
 
 	r := startRegion(t, pgtest.NewDatabase(t), "region-a")
 	ctx := context.Background()
@@ -43,7 +41,7 @@ func TestBroadcastDHCPOnAnInterface(t *testing.T) {
 	}
 	var mac net.HardwareAddr
 	var conn net.PacketConn
-	inNetns(t, cliNS, func() error {
+	netnstest.Run(t, cliNS, func() error {
 		ifi, err := net.InterfaceByName(cliIf)
 		if err != nil {
 			return err
@@ -72,7 +70,7 @@ func TestBroadcastDHCPOnAnInterface(t *testing.T) {
 	o := rackOptions(t, dir)
 	o.DHCPInterfaces, o.DHCPRelayListen, o.TFTPListen = []string{rackIf}, "", ""
 	var p *process
-	inNetns(t, rackNS, func() (err error) { // the interface socket belongs to the rack's namespace
+	netnstest.Run(t, rackNS, func() (err error) { // the interface socket belongs to the rack's namespace
 		p, err = open(o)
 		return err
 	})
@@ -103,56 +101,4 @@ func TestBroadcastDHCPOnAnInterface(t *testing.T) {
 		sid, _ := netip.AddrFromSlice(lease.ACK.ServerIdentifier().To4())
 		return got == netip.MustParseAddr("10.77.0.50") && sid == serverIP
 	})
-}
-
-// vethPair creates two network namespaces joined by a veth pair, both ends up, and removes
-// them when the test ends, whatever happens.
-func vethPair(t *testing.T) (rackNS, rackIf, cliNS, cliIf string) {
-	t.Helper()
-	id := os.Getpid()
-	rackNS, cliNS = fmt.Sprintf("ironflow-racks-%d", id), fmt.Sprintf("ironflow-rackc-%d", id)
-	rackIf, cliIf = fmt.Sprintf("ifrs%d", id), fmt.Sprintf("ifrc%d", id)
-	for _, ns := range []string{rackNS, cliNS} {
-		ipCmd(t, "netns", "add", ns)
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-			}
-		})
-	}
-	ipCmd(t, "link", "add", rackIf, "netns", rackNS, "type", "veth", "peer", "name", cliIf, "netns", cliNS)
-	ipCmd(t, "-n", rackNS, "link", "set", rackIf, "up")
-	ipCmd(t, "-n", cliNS, "link", "set", cliIf, "up")
-	return rackNS, rackIf, cliNS, cliIf
-}
-
-func ipCmd(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %v: %v: %s", args, err, out)
-	}
-}
-
-// inNetns runs fn on an OS thread that joined namespace ns, so the sockets fn opens belong
-// to ns. The thread stays locked and dies with its goroutine: nothing else runs in ns.
-func inNetns(t *testing.T, ns string, fn func() error) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(filepath.Join("/var/run/netns", ns))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in netns %s: %v", ns, err)
-	}
 }
