@@ -35,10 +35,10 @@ func (d *Demo) Run(ctx context.Context) error {
 		run   func(context.Context) error
 	}{
 		{"machines on both regions", func(ctx context.Context) error {
-			if _, err := d.cli(ctx, "-E", a, "machines", "list", "-o", "table"); err != nil {
+			if _, err := d.cli(ctx, "-E", a, "machines", "list", "Pool=default", "-o", "table"); err != nil {
 				return err
 			}
-			_, err := d.cli(ctx, "-E", b, "machines", "list", "-o", "table")
+			_, err := d.cli(ctx, "-E", b, "machines", "list", "Pool=default", "-o", "table")
 			return err
 		}},
 		{"birdy and its jobs on region-a", func(ctx context.Context) error {
@@ -84,7 +84,7 @@ func (d *Demo) Run(ctx context.Context) error {
 				return err
 			}
 			d.moves = append(d.moves, demoMove{"machine drp1.rackn", "--to region-b", time.Since(start)})
-			_, err := d.cli(ctx, "-E", b, "machines", "list", "-o", "table")
+			_, err := d.cli(ctx, "-E", b, "machines", "list", "Pool=default", "-o", "table")
 			return err
 		}},
 		{"the migrations, as Temporal recorded them", func(ctx context.Context) error {

@@ -73,6 +73,11 @@ func (s *Stack) seed(ctx context.Context) error {
 			}
 		}
 	}
+	for i, region := range RegionNames {
+		if err := s.seedRackNetwork(ctx, region, i); err != nil {
+			return fmt.Errorf("seed %s network: %w", region, err)
+		}
+	}
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		return fmt.Errorf("seed marker: %w", err)
 	}
@@ -86,6 +91,59 @@ func readSeed(name string, v any) error {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("seed data %s: %w", name, err)
+	}
+	return nil
+}
+
+// RackMachines is how many machines the seed puts behind rack-a, enough for a rack transfer.
+const RackMachines = 24
+
+// seedRackNetwork gives the region's rack a VLAN with DHCP on and a subnet 10.4<n>.0.0/24 and,
+// behind rack-a, RackMachines machines with reserved addresses.
+func (s *Stack) seedRackNetwork(ctx context.Context, region string, n int) error {
+	rk, ok := s.Racks[RackNames[region]]
+	if !ok {
+		return nil // a stack without racks
+	}
+	st := s.Regions[region].Store
+	net := fmt.Sprintf("10.4%d.0", 2+n)
+	fabric := api.Fabric{Name: "fabric-" + rk.Name}
+	if err := st.Create(ctx, seeder, api.KindFabrics, &fabric); err != nil {
+		return err
+	}
+	vlan := api.VLAN{Fabric: fabric.Uuid, VID: 0, Name: "untagged", MTU: 1500, DHCPOn: true, PrimaryRack: rk.Uuid}
+	if err := st.Create(ctx, seeder, api.KindVLANs, &vlan); err != nil {
+		return err
+	}
+	subnet := api.Subnet{
+		Name: rk.Name + "-pxe", CIDR: net + ".0/24", VLAN: vlan.Uuid, Gateway: net + ".1",
+		DNSServers:   []string{net + ".1"},
+		DynamicRange: api.IPRange{Start: net + ".100", End: net + ".199"}, LeaseSeconds: 3600,
+	}
+	if err := st.Create(ctx, seeder, api.KindSubnets, &subnet); err != nil {
+		return err
+	}
+	if region != "region-a" {
+		return nil
+	}
+	// The rack's machines get a pool of their own, so the seed's story (Pool=default) reads as the doc.
+	pool := api.Pool{Name: rk.Name, Description: "machines behind " + rk.Name}
+	if err := st.Create(ctx, seeder, api.KindPools, &pool); err != nil {
+		return err
+	}
+	for i := 1; i <= RackMachines; i++ {
+		m := api.Machine{
+			Name: fmt.Sprintf("node-%02d.%s", i, rk.Name), Arch: "amd64", BootEnv: "local", Stage: "none",
+			Available: true, Runnable: true, Validated: true, Pool: pool.Name, PoolStatus: "Free",
+			Address:       fmt.Sprintf("%s.%d", net, 10+i),
+			HardwareAddrs: []string{fmt.Sprintf("52:54:00:42:00:%02x", i)},
+			Secret:        fmt.Sprintf("node-secret-%02d", i),
+			Rack:          rk.Uuid,
+			Meta:          map[string]string{"machine-role": "machine"},
+		}
+		if err := st.Create(ctx, seeder, api.KindMachines, &m); err != nil {
+			return err
+		}
 	}
 	return nil
 }

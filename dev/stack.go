@@ -35,6 +35,7 @@ type StackOptions struct {
 	TemporalUIPort  int // -1 = no web UI
 	Seed            bool
 	RunWorker       bool // run the migration worker in this process
+	NoRacks         bool // regions only: no rack controllers
 	Logger          *slog.Logger
 	TemporalLogFile string
 	Version         string // reported by the regions' /api/v1/info
@@ -48,13 +49,14 @@ type Region struct {
 }
 
 // Stack is the whole system on one machine: PostgreSQL, the Temporal dev server, two regions
-// and a migration worker. Used by `ironflow dev`, `make demo` and the integration tests.
+// with a rack each, and a migration worker. Used by `ironflow dev`, `make demo` and the integration tests.
 type Stack struct {
 	StateDir   string
 	AdminToken string
 	Postgres   *postgres.Cluster
 	Temporal   *Temporal
 	Regions    map[string]*Region
+	Racks      map[string]*Rack
 	Client     client.Client // Temporal client
 
 	log     *slog.Logger
@@ -67,7 +69,7 @@ type Stack struct {
 
 // StartStack starts everything and returns when every part answers.
 func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
-	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, log: opts.Logger, version: opts.Version}
+	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -118,6 +120,13 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 	}
 	if err := workers.RegisterSearchAttributes(ctx, s.Client, "default"); err != nil {
 		return nil, err
+	}
+	if !opts.NoRacks {
+		for _, name := range RegionNames {
+			if err := s.startRack(ctx, name); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if opts.Seed {
 		if err := s.seed(ctx); err != nil {

@@ -58,7 +58,7 @@ func TestMigrateBirdyMatchesTheSeed(t *testing.T) {
 		t.Errorf("example-profile not created on region-b: %v", err)
 	}
 	names := func(c *regionclient.Client) []string {
-		ms, err := c.Machines().List(ctx, nil)
+		ms, err := c.Machines().List(ctx, url.Values{"Pool": {"default"}})
 		if err != nil {
 			t.Fatal(err)
 		}

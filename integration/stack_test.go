@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func TestStackServesTheSeed(t *testing.T) {
 
 	names := func(c *client.Client) []string {
 		t.Helper()
-		ms, err := c.Machines().List(ctx, nil)
+		ms, err := c.Machines().List(ctx, url.Values{"Pool": {"default"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,6 +66,29 @@ func TestStackServesTheSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertJSONEqualsFile(t, birdy, "../dev/seeddata/birdy.json")
+
+	behindRack, err := a.Machines().List(ctx, url.Values{"Rack": {s.Racks["rack-a"].Uuid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(behindRack) != dev.RackMachines {
+		t.Errorf("rack-a has %d machines, want %d", len(behindRack), dev.RackMachines)
+	}
+
+	for name, rk := range s.Racks {
+		resp, err := http.Get(rk.HTTPURL + "/healthz")
+		if err != nil {
+			t.Fatalf("%s HTTP boot: %v", name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s /healthz = %d", name, resp.StatusCode)
+		}
+		waitFor(t, name+" online on its region", func() bool {
+			r, err := regionClient(s, rk.Region).Racks().Get(ctx, rk.Uuid)
+			return err == nil && r.Status == "online"
+		})
+	}
 
 	info, err := b.Info(ctx)
 	if err != nil {
@@ -142,6 +167,18 @@ func jsonDiff(path string, got, want any) []string {
 		return []string{fmt.Sprintf("%s = %s, want %s", path, gb, wb)}
 	}
 	return nil
+}
+
+// waitFor polls cond for up to 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func equal(a, b []string) bool {

@@ -125,6 +125,14 @@ func open(o Options) (_ *process, err error) {
 			return nil, err
 		}
 		p.closers = append(p.closers, dir.Close)
+		// The iPXE images DHCP points PXE clients at come from Debian's ipxe package when present.
+		installed, err := dir.InstallIPXE(bootfs.DebianIPXEDir)
+		if err != nil {
+			return nil, err
+		}
+		if len(installed) > 0 {
+			p.log.Info("iPXE binaries installed in the boot dir", "from", bootfs.DebianIPXEDir, "files", installed)
+		}
 		if o.TFTPListen != "" {
 			srv, err := tftp.New(o.TFTPListen, dir, reg, p.log.With("component", "tftp"))
 			if err != nil {

@@ -1,0 +1,87 @@
+package dev
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"go.temporal.io/sdk/client"
+	temporallog "go.temporal.io/sdk/log"
+
+	"github.com/ironflow/ironflow/internal/netutil"
+	"github.com/ironflow/ironflow/rack"
+)
+
+// Rack is a rack controller of the stack, serving on loopback.
+type Rack struct {
+	Name      string
+	Region    string
+	Uuid      string
+	DHCPRelay string // relayed DHCP (giaddr) on 127.0.0.1
+	TFTP      string
+	HTTPURL   string
+	StateDir  string
+}
+
+// RackNames maps each region to the rack registered with it.
+var RackNames = map[string]string{"region-a": "rack-a", "region-b": "rack-b"}
+
+// startRack registers the region's rack (idempotently, so a restarted stack keeps its UUID)
+// and serves it until the stack stops: DHCP relay, TFTP and HTTP boot on 127.0.0.1 high ports,
+// and the rack's Temporal worker.
+func (s *Stack) startRack(ctx context.Context, region string) error {
+	name := RackNames[region]
+	r := s.Regions[region]
+	secret, err := r.Store.RackSecret(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	stateDir := filepath.Join(s.StateDir, name)
+	st, err := rack.Register(ctx, rack.RegisterOptions{URLs: []string{r.URL}, Secret: secret, Name: name, StateDir: stateDir, Version: s.version})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	ports := make([]int, 2)
+	for i := range ports {
+		if ports[i], err = netutil.FreeUDPPort(); err != nil {
+			return err
+		}
+	}
+	httpPort, err := netutil.FreePort()
+	if err != nil {
+		return err
+	}
+	bootDir := filepath.Join(stateDir, "boot")
+	if err := os.MkdirAll(bootDir, 0o755); err != nil {
+		return fmt.Errorf("%s boot dir: %w", name, err)
+	}
+	rk := &Rack{
+		Name: name, Region: region, Uuid: st.Uuid, StateDir: stateDir,
+		DHCPRelay: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		TFTP:      fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		HTTPURL:   fmt.Sprintf("http://127.0.0.1:%d", httpPort),
+	}
+	secrets := map[string]string{}
+	for other, reg := range s.Regions {
+		if sec, err := reg.Store.RackSecret(ctx); err == nil {
+			secrets[other] = sec
+		}
+	}
+	opts := rack.Options{
+		StateDir:        stateDir,
+		DHCPRelayListen: rk.DHCPRelay,
+		ServerIP:        netip.MustParseAddr("127.0.0.1"),
+		TFTPListen:      rk.TFTP,
+		HTTPListen:      fmt.Sprintf("127.0.0.1:%d", httpPort),
+		BootDir:         bootDir,
+		Temporal:        client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)},
+		RegionSecrets:   secrets,
+		Version:         s.version,
+		Logger:          s.log.With("rack", name),
+	}
+	s.group.Go(func() error { return rack.Serve(s.runCtx, opts) })
+	s.Racks[name] = rk
+	return nil
+}
