@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +45,7 @@ across restarts unless --fresh.`,
 				return err
 			}
 			defer logFile.Close()
-			fmt.Fprintln(cmd.OutOrStdout(), "starting PostgreSQL, Temporal, region-a, region-b and a worker...")
+			fmt.Fprintln(cmd.OutOrStdout(), "starting PostgreSQL, Temporal, region-a and region-b with a rack each, and a worker...")
 			stack, err := dev.StartStack(cmd.Context(), dev.StackOptions{
 				StateDir:        stateDir,
 				RegionPorts:     devRegionPorts,
@@ -83,6 +84,18 @@ func openDevLog(stateDir string) (*os.File, error) {
 	return f, nil
 }
 
+func rackLines(s *dev.Stack) string {
+	var b strings.Builder
+	for _, region := range dev.RegionNames {
+		rk := s.Racks[dev.RackNames[region]]
+		if rk == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "  %-17s HTTP boot %s, DHCP relay %s, TFTP %s (region %s)\n", rk.Name, rk.HTTPURL, rk.DHCPRelay, rk.TFTP, region)
+	}
+	return b.String()
+}
+
 func printDevBanner(w io.Writer, s *dev.Stack, logPath string) {
 	a, b := s.Regions["region-a"].URL, s.Regions["region-b"].URL
 	fmt.Fprintf(w, `
@@ -90,7 +103,7 @@ Ironflow is running.
 
   region-a API      %s
   region-b API      %s
-  Temporal          %s
+%s  Temporal          %s
   Temporal web UI   %s
   admin token       %s
   logs              %s
@@ -98,13 +111,13 @@ Ironflow is running.
 Try, in another shell:
 
   export IRONFLOW_TOKEN=%s
-  bin/ironflow -E %s machines list -o table
+  bin/ironflow -E %s machines list Pool=default -o table
   bin/ironflow -E %s machines show Name:birdy
   bin/ironflow -E %s machines migrate Name:birdy to "$(bin/ironflow -E %s machines migrateTicket)"
   bin/ironflow -E %s jobs list Machine=%s
 
 Ctrl-C stops everything.
-`, a, b, s.Temporal.Address, s.Temporal.UIURL, s.AdminToken, logPath,
+`, a, b, rackLines(s), s.Temporal.Address, s.Temporal.UIURL, s.AdminToken, logPath,
 		s.AdminToken, a, a, a, b, b, dev.SeedMachine)
 }
 
