@@ -38,6 +38,7 @@ var kinds = []kind{
 	kindOf[api.Lease](api.KindLeases, ""),
 	kindOf[api.Rack](api.KindRacks, ""),
 	kindOf[api.User](api.KindUsers, ""),
+	kindOf[api.Task](api.KindTasks, ""),
 }
 
 func kindNamed(name string) kind {

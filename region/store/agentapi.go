@@ -88,6 +88,9 @@ func (s *Store) AgentCheckin(ctx context.Context, machine string, in api.AgentCh
 // serialised on the machine's row, so each job is handed out once. A job whose task does not
 // exist is failed with a log line saying so, and the next one is tried.
 func (s *Store) NextJob(ctx context.Context, machine string, now time.Time) (*api.AgentJob, error) {
+	if waiting, err := s.jobWaiting(ctx, machine); err != nil || !waiting {
+		return nil, err
+	}
 	var out *api.AgentJob
 	err := s.agentOp(ctx, machine, func(tx pgx.Tx, r row[api.Machine]) error {
 		if !r.obj.Runnable {
@@ -119,6 +122,29 @@ func (s *Store) NextJob(ctx context.Context, machine string, now time.Time) (*ap
 		}
 	})
 	return out, err
+}
+
+// jobWaiting looks, without locking anything, whether the machine may have a job to hand out:
+// most long-poll rounds find none and must stay cheap. A stub is *MovedError.
+func (s *Store) jobWaiting(ctx context.Context, machine string) (bool, error) {
+	if _, err := normUUID(machine); err != nil {
+		return false, err
+	}
+	var redirect string
+	var waiting bool
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(m.doc->'Meta'->>$2, ''),
+			coalesce((m.doc->>'Runnable')::boolean, false)
+			AND EXISTS (SELECT 1 FROM jobs j WHERE j.machine = m.uuid AND j.doc->>'State' = 'created')
+		FROM machines m WHERE m.uuid = $1::uuid`, machine, api.MetaRedirectEndpoint).Scan(&redirect, &waiting)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, notFoundf("machine %s not found", machine)
+	case err != nil:
+		return false, classify(err)
+	case redirect != "":
+		return false, &MovedError{Machine: machine, Endpoint: redirect}
+	}
+	return waiting, nil
 }
 
 // oldestCreatedJob locks the machine's oldest created job, skipping jobs other transactions

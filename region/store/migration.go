@@ -390,6 +390,9 @@ func importedObjects(b api.Bundle, endpoint string) (*api.Machine, []*api.Job, m
 	if err := canonUUID("imported machine", "Uuid", &m.Uuid, false); err != nil {
 		return nil, nil, nil, err
 	}
+	if err := canonUUID("imported machine", "CurrentJob", &m.CurrentJob, true); err != nil {
+		return nil, nil, nil, err
+	}
 	if err := canonMACs("imported machine "+m.Name, "HardwareAddrs", m.HardwareAddrs); err != nil {
 		return nil, nil, nil, err
 	}

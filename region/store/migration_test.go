@@ -222,6 +222,10 @@ func TestMigrationMatchesSeed(t *testing.T) {
 	_, err = src.s.Quiesce(ctx, alice, id, "another")
 	wantErr(t, err, store.ErrConflict, "already migrated to "+drp2)
 
+	// The agent checks in at the inactive copy before the workflow activates it.
+	if c, err := dst.s.AgentCheckin(ctx, id, api.AgentCheckin{Version: "2"}, time.Now()); err != nil || c.Runnable || c.Meta[api.MetaAgentVersion] != "2" {
+		t.Fatalf("check-in at the inactive copy: %+v, %v", c.Meta, err)
+	}
 	m, err := dst.s.Activate(ctx, alice, id)
 	if err != nil || !m.Runnable || !m.Available {
 		t.Fatalf("activate: %+v, %v", m, err)
@@ -407,7 +411,12 @@ func TestImportRefusals(t *testing.T) {
 			"cannot import machine other (" + birdy.Uuid + "): Name other is used by machine " + other.Uuid},
 		{"MAC clash", "t-mac", with(func(b *api.Bundle) { b.Machine.HardwareAddrs = []string{"52:54:00:00:00:01"} }), store.ErrConflict,
 			"MAC 52:54:00:00:00:01 is used by machine other (" + other.Uuid + ")"},
-		{"live machine with the UUID", "t-live", with(func(b *api.Bundle) { b.Machine.Uuid = other.Uuid; b.Machine.Name = "other"; b.Jobs = nil; b.JobLogs = nil }),
+		{"live machine with the UUID", "t-live", with(func(b *api.Bundle) {
+			b.Machine.Uuid = other.Uuid
+			b.Machine.Name = "other"
+			b.Jobs = nil
+			b.JobLogs = nil
+		}),
 			store.ErrConflict, "machine other (" + other.Uuid + ") already exists on this region"},
 		{"job of another machine", "t-job", with(func(b *api.Bundle) { b.Jobs[0].Machine = other.Uuid }), store.ErrInvalid, "belongs to machine " + other.Uuid},
 		{"log of no job", "t-log", with(func(b *api.Bundle) { b.JobLogs["0d000000-0000-4000-8000-0000000000ff"] = "x" }), store.ErrInvalid, "not one of its jobs"},
