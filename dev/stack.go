@@ -18,6 +18,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev/postgres"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/store"
 	"github.com/ironflow/ironflow/workers"
@@ -54,7 +55,7 @@ type Stack struct {
 	StateDir   string
 	AdminToken string
 	Postgres   *postgres.Cluster
-	Temporal   *Temporal
+	Temporal   *temporalserver.Server
 	Regions    map[string]*Region
 	Racks      map[string]*Rack
 	Client     client.Client // Temporal client
@@ -111,8 +112,8 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	temporalOpts := TemporalOptions{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile}
-	if s.Temporal, err = StartTemporal(ctx, temporalOpts); err != nil {
+	temporalOpts := temporalserver.Options{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile}
+	if s.Temporal, err = temporalserver.Start(ctx, temporalOpts); err != nil {
 		return nil, err
 	}
 	if s.Client, err = client.Dial(client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)}); err != nil {

@@ -222,6 +222,18 @@ func newRelayAgent(t *testing.T, rackRelay string) *relayAgent {
 func (a *relayAgent) exchange(t *testing.T, req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 	t.Helper()
 	req.GatewayIPAddr = a.giaddr
+	// Like a real client, retransmit a request that got no answer (RFC 2131 4.1): on a loaded
+	// test machine a reply can miss one 500 ms window; a NAK or a wrong address still fails.
+	for attempt := 0; attempt < 3; attempt++ {
+		if resp := a.tryExchange(t, req); resp != nil {
+			return resp
+		}
+	}
+	return nil
+}
+
+func (a *relayAgent) tryExchange(t *testing.T, req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
+	t.Helper()
 	if _, err := a.conn.WriteTo(req.ToBytes(), a.rack); err != nil {
 		t.Fatal(err)
 	}

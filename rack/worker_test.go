@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -62,7 +62,7 @@ func TestRackWorkerRunsTheTransferActivities(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv, err := dev.StartTemporal(ctx, dev.TemporalOptions{Headless: true})
+	srv, err := temporalserver.Start(ctx, temporalserver.Options{Headless: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -274,7 +274,7 @@ func TestHelpShowsTheTemporalCLIEquivalent(t *testing.T) {
 		t.Fatalf("the example's input does not fit MigrateMachineInput: %v", err)
 	}
 
-	bin, err := dev.FindTemporalCLI()
+	bin, err := temporalserver.FindCLI()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/ironflow/ironflow/activities"
-	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workers"
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 type temporalHarness struct {
 	once   sync.Once
 	err    error
-	server *dev.Temporal
+	server *temporalserver.Server
 	client client.Client
 	worker worker.Worker
 	fake   *fakeActivities
@@ -71,7 +71,7 @@ func temporalEnv(t *testing.T) (client.Client, *fakeActivities) {
 func (h *temporalHarness) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	srv, err := dev.StartTemporal(ctx, dev.TemporalOptions{Headless: true})
+	srv, err := temporalserver.Start(ctx, temporalserver.Options{Headless: true})
 	if err != nil {
 		return err
 	}

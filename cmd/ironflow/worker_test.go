@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -37,7 +37,7 @@ func TestWorkerRegistersAndPollsUntilInterrupted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	srv, err := dev.StartTemporal(ctx, dev.TemporalOptions{Headless: true})
+	srv, err := temporalserver.Start(ctx, temporalserver.Options{Headless: true})
 	if err != nil {
 		t.Fatal(err)
 	}

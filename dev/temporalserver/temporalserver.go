@@ -1,4 +1,7 @@
-package dev
+// Package temporalserver runs the Temporal dev server (`temporal server start-dev` from the
+// pinned Temporal CLI the Makefile builds into ./bin) for the dev stack and tests. It imports
+// nothing from Ironflow, so every package's tests can use it.
+package temporalserver
 
 import (
 	"context"
@@ -15,19 +18,19 @@ import (
 	"github.com/ironflow/ironflow/internal/netutil"
 )
 
-// EnvTemporalCLI names the Temporal CLI binary; the Makefile builds it into ./bin.
-const EnvTemporalCLI = "IRONFLOW_TEMPORAL_CLI"
+// EnvCLI names the Temporal CLI binary; the Makefile builds it into ./bin.
+const EnvCLI = "IRONFLOW_TEMPORAL_CLI"
 
-// Temporal is a Temporal dev server (`temporal server start-dev`) run by this process.
-type Temporal struct {
+// Server is a Temporal dev server (`temporal server start-dev`) run by this process.
+type Server struct {
 	Address string // frontend gRPC host:port
 	UIURL   string // web UI
 	cmd     *exec.Cmd
 	done    chan error
 }
 
-// TemporalOptions configure StartTemporal.
-type TemporalOptions struct {
+// Options configure Start.
+type Options struct {
 	Binary   string // the temporal CLI; default: $IRONFLOW_TEMPORAL_CLI, then ./bin/temporal up the tree
 	DBFile   string // SQLite file for persistent state; empty = in memory
 	Port     int    // frontend port; 0 = free port
@@ -36,10 +39,10 @@ type TemporalOptions struct {
 	Headless bool
 }
 
-// FindTemporalCLI returns the Temporal CLI binary: $IRONFLOW_TEMPORAL_CLI, else bin/temporal in
+// FindCLI returns the Temporal CLI binary: $IRONFLOW_TEMPORAL_CLI, else bin/temporal in
 // the current directory or one of its parents (tests run in package directories).
-func FindTemporalCLI() (string, error) {
-	if p := os.Getenv(EnvTemporalCLI); p != "" {
+func FindCLI() (string, error) {
+	if p := os.Getenv(EnvCLI); p != "" {
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
@@ -55,18 +58,18 @@ func FindTemporalCLI() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("temporal CLI not found: run `make tools` (builds ./bin/temporal) or set " + EnvTemporalCLI)
+			return "", errors.New("temporal CLI not found: run `make tools` (builds ./bin/temporal) or set " + EnvCLI)
 		}
 		dir = parent
 	}
 }
 
-// StartTemporal starts the dev server and waits until it accepts connections.
-func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error) {
+// Start starts the dev server and waits until it accepts connections.
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	bin := opts.Binary
 	if bin == "" {
 		var err error
-		if bin, err = FindTemporalCLI(); err != nil {
+		if bin, err = FindCLI(); err != nil {
 			return nil, err
 		}
 	}
@@ -75,7 +78,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return nil, err
 	}
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--log-level", "warn"}
-	t := &Temporal{Address: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan error, 1)}
+	t := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan error, 1)}
 	if opts.UIPort < 0 || opts.Headless {
 		args = append(args, "--headless")
 	} else {
@@ -112,7 +115,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	return t, nil
 }
 
-func (t *Temporal) waitReady(ctx context.Context) error {
+func (t *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
@@ -132,7 +135,7 @@ func (t *Temporal) waitReady(ctx context.Context) error {
 }
 
 // Stop ends the dev server (SIGTERM to its process group, SIGKILL after 10 s).
-func (t *Temporal) Stop() {
+func (t *Server) Stop() {
 	if t.cmd == nil || t.cmd.Process == nil {
 		return
 	}

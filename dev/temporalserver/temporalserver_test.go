@@ -1,4 +1,4 @@
-package dev
+package temporalserver
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func TestTemporalDevServerHasSearchAttributes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	srv, err := StartTemporal(ctx, TemporalOptions{Headless: true})
+	srv, err := Start(ctx, Options{Headless: true})
 	if err != nil {
 		t.Fatal(err)
 	}
