@@ -136,3 +136,26 @@ func TestRolePermissions(t *testing.T) {
 		t.Errorf("log of my job = %q", log)
 	}
 }
+
+// TestMachineSecretOnlyForAdminsAndOperators: Machine.Secret is the agent's credential, so
+// read-only and rack callers see the machine without it.
+func TestMachineSecretOnlyForAdminsAndOperators(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.create(api.KindMachines, api.Machine{Name: "birdy", Secret: "h5kYqfCu6ehiAVz0"})
+	for _, c := range []struct {
+		role string
+		want string
+	}{
+		{api.RoleAdmin, "h5kYqfCu6ehiAVz0"},
+		{api.RoleOperator, "h5kYqfCu6ehiAVz0"},
+		{api.RoleReadonly, ""},
+		{api.RoleRack, ""},
+	} {
+		shown := e.mustDo(c.role, http.MethodGet, "/api/v1/machines/Name:birdy", nil, http.StatusOK).json(t)
+		listed := e.mustDo(c.role, http.MethodGet, "/api/v1/machines", nil, http.StatusOK).list(t)
+		if shown["Secret"] != c.want || len(listed) != 1 || listed[0]["Secret"] != c.want {
+			t.Errorf("%s sees Secret %q in show and %v in list, want %q", c.role, shown["Secret"], listed, c.want)
+		}
+	}
+}

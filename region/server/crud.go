@@ -30,6 +30,7 @@ func (s *Server) list(k kind) handlerFunc {
 		if err := s.st.List(r.Context(), k.name, opts, out); err != nil {
 			return err
 		}
+		hideSecrets(c, k, out)
 		writeList(w, out)
 		return nil
 	}
@@ -58,6 +59,7 @@ func (s *Server) show(k kind) handlerFunc {
 		if err := checkOwner(c, k, obj); err != nil {
 			return err
 		}
+		hideSecrets(c, k, obj)
 		writeJSON(w, http.StatusOK, obj)
 		return nil
 	}

@@ -13,9 +13,16 @@ import (
 // maxBody is the largest request body accepted.
 const maxBody = 1 << 20
 
+// maxImportBody bounds a migration bundle: a machine with all its jobs and their logs.
+const maxImportBody = 256 << 20
+
 // readBody reads the whole request body, refusing more than maxBody bytes with 413.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	return readBodyUpTo(w, r, maxBody)
+}
+
+func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", tooBig.Limit)
@@ -28,7 +35,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 
 // decodeBody reads the request body as exactly one JSON value into v; see decodeStrict.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := readBody(w, r)
+	return decodeBodyUpTo(w, r, v, maxBody)
+}
+
+func decodeBodyUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	body, err := readBodyUpTo(w, r, limit)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,30 @@ type kind struct {
 	// ownerField is the field holding the UUID of the machine an object belongs to; only
 	// kinds with one can be read by the machine role.
 	ownerField string
+	// redact blanks the secret fields of an object or a list of them (nil: none).
+	redact func(any)
+}
+
+// redacting gives k a redact function that applies blank to a *T or each element of a *[]T.
+func redacting[T any](k kind, blank func(*T)) kind {
+	k.redact = func(v any) {
+		switch v := v.(type) {
+		case *T:
+			blank(v)
+		case *[]T:
+			for i := range *v {
+				blank(&(*v)[i])
+			}
+		}
+	}
+	return k
+}
+
+// hideSecrets redacts obj for callers that may not read secrets.
+func hideSecrets(c *call, k kind, obj any) {
+	if k.redact != nil && !mayReadSecrets(c.by.Role) {
+		k.redact(obj)
+	}
 }
 
 func kindOf[T any](name, ownerField string) kind {
@@ -27,7 +51,8 @@ func kindOf[T any](name, ownerField string) kind {
 
 // kinds lists every kind of the generic CRUD routes with its api type.
 var kinds = []kind{
-	kindOf[api.Machine](api.KindMachines, "Uuid"),
+	// Machine.Secret is the agent's credential: only admins and operators see it.
+	redacting(kindOf[api.Machine](api.KindMachines, "Uuid"), func(m *api.Machine) { m.Secret = "" }),
 	kindOf[api.Job](api.KindJobs, "Machine"),
 	kindOf[api.Profile](api.KindProfiles, ""),
 	kindOf[api.Pool](api.KindPools, ""),

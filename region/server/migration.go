@@ -138,7 +138,7 @@ func (s *Server) verifyTicket(ctx context.Context, token string) (store.TicketUs
 
 func (s *Server) importMachine(w http.ResponseWriter, r *http.Request, _ *call) error {
 	var req api.ImportRequest
-	if err := decodeBody(w, r, &req); err != nil {
+	if err := decodeBodyUpTo(w, r, &req, maxImportBody); err != nil {
 		return err
 	}
 	use, err := s.verifyTicket(r.Context(), req.Ticket)

@@ -106,3 +106,8 @@ func checkOwner(c *call, k kind, obj any) error {
 	}
 	return nil
 }
+
+// mayReadSecrets says whether role sees secret fields (a machine's agent credential).
+func mayReadSecrets(role string) bool {
+	return role == api.RoleAdmin || role == api.RoleOperator
+}

@@ -243,6 +243,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.heartbeat(ctx)
 	g, ctx := errgroup.WithContext(ctx)
+	// Requests end with the server: an agent's long poll (up to a minute) answers 204 at
+	// shutdown instead of outliving the shutdown deadline.
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve HTTP on %s: %w", ln.Addr(), err)
