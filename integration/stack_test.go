@@ -90,6 +90,15 @@ func TestStackServesTheSeed(t *testing.T) {
 		})
 	}
 
+	// Racks register with the region's rack secret, which admins read through the API.
+	secret, err := a.RackSecret(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := s.Regions["region-a"].Store.RackSecret(ctx); secret.Secret == "" || secret.Secret != want {
+		t.Errorf("rack secret from the API %q, store has %q", secret.Secret, want)
+	}
+
 	info, err := b.Info(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ironflow/ironflow/region/api"
@@ -23,5 +25,22 @@ var racks = noun[api.Rack]{
 
 // Racks create themselves by registering (ironflow rack register); the CLI reads and removes them.
 func newRacksCommand() *cobra.Command {
-	return racks.command(racks.list(), racks.show(), racks.remove())
+	return racks.command(racks.list(), racks.show(), racks.remove(), newRackSecretCommand())
+}
+
+// newRackSecretCommand prints the region's rack secret, for `ironflow rack register --secret`.
+func newRackSecretCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "secret",
+		Short: "Print the secret racks register with (admin only)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			secret, err := regionClient(cmd).RackSecret(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), secret.Secret)
+			return nil
+		},
+	}
 }

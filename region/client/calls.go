@@ -42,3 +42,8 @@ func (c *Client) Info(ctx context.Context) (api.Info, error) {
 func (c *Client) Health(ctx context.Context) error {
 	return c.do(ctx, request{method: http.MethodGet, path: "/healthz"})
 }
+
+// RackSecret returns the secret racks register with (admin only).
+func (c *Client) RackSecret(ctx context.Context) (api.RackSecret, error) {
+	return call[api.RackSecret](ctx, c, request{method: http.MethodGet, path: apiPath("racks", "secret")})
+}
