@@ -16,13 +16,13 @@ import (
 // effect is already there.
 type Activities struct {
 	Regions RegionResolver
+	ESXi    ESXiConfig // SSH to ESXi hosts (repoint.go)
 }
 
 // RepointMethod says how the machine's agent is moved to the destination region.
 type RepointMethod string
 
-// Repoint methods. The ESXi method (temporary SSH key, config rewrite over SSH, sshd and keys
-// restored as found) is added as a new value here plus its branch in the workflow's repoint step.
+// Repoint methods; RepointESXi is in repoint.go.
 const (
 	RepointNone  RepointMethod = "none"  // no agent ever checked in: nothing to repoint
 	RepointAgent RepointMethod = "agent" // the agent follows the stub's redirect; wait for its check-in
@@ -84,10 +84,7 @@ func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (V
 	}
 	res.MachineUuid, res.MachineName, res.RackUuid = m.Uuid, m.Name, m.Rack
 	res.AgentLastSeen = m.Meta[api.MetaAgentLastSeen]
-	res.Repoint = RepointNone
-	if res.AgentLastSeen != "" {
-		res.Repoint = RepointAgent
-	}
+	res.Repoint = repointMethod(m)
 	if in.AgentOnly {
 		return res, nil
 	}

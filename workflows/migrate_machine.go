@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/activities/esxi"
 )
 
 // Phases of MigrateMachine, in the MigrationPhase search attribute and the progress query.
@@ -101,7 +102,25 @@ var (
 		ScheduleToCloseTimeout: time.Hour,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	}
+	// ESXi steps may wait for the machine's agent to take ad-hoc jobs. They heartbeat, and the
+	// workflow waits for a cancelled step to stop before Cleanup touches the host.
+	esxiStepOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		WaitForCancellation: true,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+	}
+	esxiCleanupOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    15 * time.Minute,
+		ScheduleToCloseTimeout: 2 * time.Hour,
+		HeartbeatTimeout:       time.Minute,
+		WaitForCancellation:    true,
+		RetryPolicy:            mustFinishOptions.RetryPolicy,
+	}
 )
+
+// esxiRepointChange is the GetVersion change ID of the ESXi repoint branch.
+const esxiRepointChange = "repoint-esxi"
 
 // MigrateMachine moves a machine, its jobs and profiles from one region to another
 // (DESIGN.md "Migration semantics"). Every step that changes a region pushes its undo first;
@@ -287,36 +306,90 @@ func (m *migration) restore(ctx workflow.Context) error {
 	return m.call(ctx, mustFinishOptions, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
 }
 
-// repoint is step 7: move the machine's agent to the target. Extension point: the ESXi
-// method (no agent; temporary SSH key, config rewrite, sshd and keys restored as found) is a
-// new activities.RepointMethod and a case here.
+// repoint is step 7: move the machine's agent to the target.
 func (m *migration) repoint(ctx workflow.Context) error {
 	switch m.machine.Repoint {
 	case activities.RepointAgent:
-		timeout := m.in.AgentCheckInTimeout
-		if timeout == 0 {
-			timeout = DefaultAgentCheckInTimeout
-		}
-		in := activities.AgentWaitInput{
-			MachineRef:   m.ref(m.in.TargetRegion),
-			Previous:     m.machine.AgentLastSeen,
-			Deadline:     workflow.Now(ctx).Add(timeout),
-			PollInterval: agentPollInterval,
-		}
-		opts := workflow.ActivityOptions{
-			StartToCloseTimeout:    timeout + time.Minute,
-			ScheduleToCloseTimeout: timeout + 5*time.Minute,
-			HeartbeatTimeout:       time.Minute,
-			RetryPolicy:            regionCallOptions.RetryPolicy,
-		}
-		if err := m.call(ctx, opts, acts.WaitForAgentCheckIn, in, nil); err != nil {
+		if err := m.waitForAgent(ctx); err != nil {
 			return err
 		}
 		m.result.AgentRepointed = true
 		return nil
+	case activities.RepointESXi:
+		// Runs recorded before the ESXi branch existed failed here; they replay the same.
+		if workflow.GetVersion(ctx, esxiRepointChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return m.noRepoint()
+		}
+		return m.repointESXi(ctx)
 	default:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no way to repoint the agent of machine %s: method %q", m.machine.MachineUuid, m.machine.Repoint), ErrInvalidInput, nil)
+		return m.noRepoint()
 	}
+}
+
+func (m *migration) noRepoint() error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no way to repoint the agent of machine %s: method %q", m.machine.MachineUuid, m.machine.Repoint), ErrInvalidInput, nil)
+}
+
+// waitForAgent waits until the machine's agent checks in at the target.
+func (m *migration) waitForAgent(ctx workflow.Context) error {
+	timeout := m.in.AgentCheckInTimeout
+	if timeout == 0 {
+		timeout = DefaultAgentCheckInTimeout
+	}
+	in := activities.AgentWaitInput{
+		MachineRef:   m.ref(m.in.TargetRegion),
+		Previous:     m.machine.AgentLastSeen,
+		Deadline:     workflow.Now(ctx).Add(timeout),
+		PollInterval: agentPollInterval,
+	}
+	opts := workflow.ActivityOptions{
+		StartToCloseTimeout:    timeout + time.Minute,
+		ScheduleToCloseTimeout: timeout + 5*time.Minute,
+		HeartbeatTimeout:       time.Minute,
+		RetryPolicy:            regionCallOptions.RetryPolicy,
+	}
+	return m.call(ctx, opts, acts.WaitForAgentCheckIn, in, nil)
+}
+
+// repointESXi rewrites the agent config of an ESXi host over SSH: Prepare (temporary key,
+// sshd started) → RewriteAgentConfig → the agent's check-in at the target when it has one →
+// Cleanup (keys and sshd as found). Cleanup is pushed as a compensation before Prepare runs,
+// so a failure or a cancel at any point puts the host back; once it ran forward it is not
+// run again.
+func (m *migration) repointESXi(ctx workflow.Context) error {
+	in := activities.ESXiInput{MachineRef: m.ref(m.in.TargetRegion), UseAgent: m.machine.AgentLastSeen != ""}
+	cleaned := false
+	cleanup := func(ctx workflow.Context) error {
+		if cleaned {
+			return nil
+		}
+		if err := m.call(ctx, esxiCleanupOptions, acts.ESXiCleanup, in, nil); err != nil {
+			return err
+		}
+		cleaned = true
+		return nil
+	}
+	m.comps.Add("esxi-cleanup", cleanup)
+	var prepared esxi.Prepared
+	if err := m.call(ctx, esxiStepOptions, acts.ESXiPrepare, in, &prepared); err != nil {
+		return err
+	}
+	// Pin the key Prepare verified (or accepted on first use) for every later connection.
+	in.HostKey = prepared.HostKey
+	rewrite := activities.ESXiRewriteInput{ESXiInput: in, Endpoint: m.machine.TargetEndpoint}
+	if err := m.call(ctx, esxiStepOptions, acts.ESXiRewriteAgentConfig, rewrite, nil); err != nil {
+		return err
+	}
+	if in.UseAgent {
+		if err := m.waitForAgent(ctx); err != nil {
+			return err
+		}
+	}
+	if err := cleanup(ctx); err != nil {
+		return err
+	}
+	m.result.AgentRepointed = true
+	return nil
 }
 
 func (m *migration) activate(ctx workflow.Context) error {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ironflow/ironflow/agent"
+	"github.com/ironflow/ironflow/dev/sshdtest"
 )
 
 const (
@@ -147,25 +148,8 @@ func newEnv(t *testing.T, sc scenario) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := filepath.Join(dir, "svc")
-	if err := os.Mkdir(svc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	setFile(t, filepath.Join(svc, "running"), sc.running)
-	setFile(t, filepath.Join(svc, "enabled"), sc.enabled)
-	script := filepath.Join(dir, "svc.sh")
-	writeFile(t, script, fmt.Sprintf(`S=%s
-case $1 in
-start) touch $S/running ;;
-stop) rm -f $S/running ;;
-enable) touch $S/enabled ;;
-disable) rm -f $S/enabled ;;
-running) test -e $S/running ;;
-enabled) test -e $S/enabled ;;
-*) exit 2 ;;
-esac
-`, svc), 0o755)
-	cmd := func(verb string) string { return "sh " + script + " " + verb }
+	svc := sshdtest.NewService(t, dir, sc.running, sc.enabled)
+	cmd := svc.Command
 
 	if err := os.Mkdir(filepath.Dir(e.sshd.keysFile), 0o700); err != nil {
 		t.Fatal(err)
@@ -215,13 +199,6 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 func absent(path string) bool {
 	_, err := os.Stat(path)
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
-}
-
-func setFile(t *testing.T, path string, present bool) {
-	t.Helper()
-	if present {
-		writeFile(t, path, "", 0o644)
-	}
 }
 
 // hostState is everything the migration must leave as it found it.

@@ -82,7 +82,9 @@ func (s *Store) AgentCheckin(ctx context.Context, machine string, in api.AgentCh
 	return *out, nil
 }
 
-// NextJob hands the oldest "created" job of a Runnable machine to its agent: the job becomes
+// NextJob hands the oldest "created" job of a Runnable machine to its agent (a machine that is
+// not Runnable, e.g. held by a migration, gets only ad-hoc jobs, which migrations use to reach
+// into it): the job becomes
 // "running" and Current (the machine's other jobs stop being Current), the machine's
 // CurrentJob names it. nil means no job is waiting. Concurrent calls for one machine are
 // serialised on the machine's row, so each job is handed out once. A job whose task does not
@@ -93,12 +95,9 @@ func (s *Store) NextJob(ctx context.Context, machine string, now time.Time) (*ap
 	}
 	var out *api.AgentJob
 	err := s.agentOp(ctx, machine, func(tx pgx.Tx, r row[api.Machine]) error {
-		if !r.obj.Runnable {
-			return nil
-		}
 		by := AgentPrincipal(r.obj.Uuid)
 		for {
-			jr, err := oldestCreatedJob(ctx, tx, r.obj.Uuid)
+			jr, err := oldestCreatedJob(ctx, tx, r.obj.Uuid, !r.obj.Runnable)
 			if err != nil || jr == nil {
 				return err
 			}
@@ -133,9 +132,9 @@ func (s *Store) jobWaiting(ctx context.Context, machine string) (bool, error) {
 	var redirect string
 	var waiting bool
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(m.doc->'Meta'->>$2, ''),
-			coalesce((m.doc->>'Runnable')::boolean, false)
-			AND EXISTS (SELECT 1 FROM jobs j WHERE j.machine = m.uuid AND j.doc->>'State' = 'created')
-		FROM machines m WHERE m.uuid = $1::uuid`, machine, api.MetaRedirectEndpoint).Scan(&redirect, &waiting)
+			EXISTS (SELECT 1 FROM jobs j WHERE j.machine = m.uuid AND j.doc->>'State' = 'created'
+				AND (coalesce((m.doc->>'Runnable')::boolean, false) OR starts_with(j.doc->>'Task', $3)))
+		FROM machines m WHERE m.uuid = $1::uuid`, machine, api.MetaRedirectEndpoint, api.AdhocTaskPrefix).Scan(&redirect, &waiting)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, notFoundf("machine %s not found", machine)
@@ -147,13 +146,14 @@ func (s *Store) jobWaiting(ctx context.Context, machine string) (bool, error) {
 	return waiting, nil
 }
 
-// oldestCreatedJob locks the machine's oldest created job, skipping jobs other transactions
-// hold; nil when there is none.
-func oldestCreatedJob(ctx context.Context, tx pgx.Tx, machine string) (*row[api.Job], error) {
+// oldestCreatedJob locks the machine's oldest created job (only ad-hoc ones when adhocOnly),
+// skipping jobs other transactions hold; nil when there is none.
+func oldestCreatedJob(ctx context.Context, tx pgx.Tx, machine string, adhocOnly bool) (*row[api.Job], error) {
 	var r row[api.Job]
 	var doc []byte
 	err := tx.QueryRow(ctx, `SELECT seq, doc FROM jobs WHERE machine = $1::uuid AND doc->>'State' = 'created'
-		ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`, machine).Scan(&r.seq, &doc)
+		AND (NOT $2 OR starts_with(doc->>'Task', $3))
+		ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`, machine, adhocOnly, api.AdhocTaskPrefix).Scan(&r.seq, &doc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
