@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -62,15 +63,37 @@ func TestWorkerKilledMidMigration(t *testing.T) {
 	}
 }
 
-// buildIronflow builds the ironflow binary for tests that run it as a process.
+var (
+	buildOnce sync.Once
+	binDir    string
+	binErr    error
+)
+
+// buildIronflow builds the ironflow binary, once per test binary, for tests that run it as a
+// process (TestMain removes it).
 func buildIronflow(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ironflow")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/ironflow")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build ironflow: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "ironflow-bin-"); binErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "ironflow"), "../cmd/ironflow").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build ironflow: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return filepath.Join(binDir, "ironflow")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // startWorker runs `ironflow worker` against the stack; the test ends it by PID.
