@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ironflow/ironflow/internal/atomicfile"
 )
 
 // Config defaults, and the longest long poll the agent API serves.
@@ -154,34 +155,9 @@ func WriteConfig(path string, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("agent config %s: %w", path, err)
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	// The file holds the machine secret: atomicfile writes it 0600.
+	if err := atomicfile.Write(path, data); err != nil {
 		return fmt.Errorf("agent config: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	// CreateTemp makes the file 0600, which suits a file holding the machine secret.
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("agent config: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("agent config: fsync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("agent config: close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("agent config: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("agent config: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("agent config: fsync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+
+	"github.com/ironflow/ironflow/internal/atomicfile"
 )
 
 const (
@@ -136,7 +138,7 @@ func (l *Link) persistConfig() error {
 	if err != nil {
 		return fmt.Errorf("encode config cache: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(l.cfg.StateDir, configFile), data); err != nil {
+	if err := atomicfile.Write(filepath.Join(l.cfg.StateDir, configFile), data); err != nil {
 		return fmt.Errorf("config cache: %w", err)
 	}
 	return nil

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ironflow/ironflow/internal/atomicfile"
 )
 
 // Config configures a Link. Zero values of the tunables get the defaults noted.
@@ -147,7 +149,7 @@ func (l *Link) persistState(st state) error {
 	if err != nil {
 		return fmt.Errorf("encode endpoints: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(l.cfg.StateDir, stateFile), data)
+	return atomicfile.Write(filepath.Join(l.cfg.StateDir, stateFile), data)
 }
 
 // normalizeEndpoints parses region URLs, drops duplicates and trailing slashes, and refuses
