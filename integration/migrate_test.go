@@ -57,18 +57,7 @@ func TestMigrateBirdyMatchesTheSeed(t *testing.T) {
 	if _, err := b.Profiles().Get(ctx, "example-profile"); err != nil {
 		t.Errorf("example-profile not created on region-b: %v", err)
 	}
-	names := func(c *regionclient.Client) []string {
-		ms, err := c.Machines().List(ctx, url.Values{"Pool": {"default"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.Name)
-		}
-		return out
-	}
-	if got := names(b); !equal(got, []string{"birdy", "drp2.rackn"}) {
+	if got := seedStoryNames(ctx, t, b); !equal(got, []string{"birdy", "drp2.rackn"}) {
 		t.Errorf("region-b machines = %v, want the doc's [birdy drp2.rackn]", got)
 	}
 	assertActiveOnExactlyOne(ctx, t, s, dev.SeedMachine, "region-b")

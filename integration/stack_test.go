@@ -42,22 +42,10 @@ func TestStackServesTheSeed(t *testing.T) {
 	ctx := context.Background()
 	a, b := regionClient(s, "region-a"), regionClient(s, "region-b")
 
-	names := func(c *client.Client) []string {
-		t.Helper()
-		ms, err := c.Machines().List(ctx, url.Values{"Pool": {"default"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.Name)
-		}
-		return out
-	}
-	if got := names(a); !equal(got, []string{"birdy", "drp1.rackn", "drp2.rackn"}) {
+	if got := seedStoryNames(ctx, t, a); !equal(got, []string{"birdy", "drp1.rackn", "drp2.rackn"}) {
 		t.Errorf("region-a machines = %v, want the seed's drp1 list", got)
 	}
-	if got := names(b); !equal(got, []string{"drp2.rackn"}) {
+	if got := seedStoryNames(ctx, t, b); !equal(got, []string{"drp2.rackn"}) {
 		t.Errorf("region-b machines = %v, want the seed's drp2 list", got)
 	}
 
@@ -176,6 +164,21 @@ func jsonDiff(path string, got, want any) []string {
 		return []string{fmt.Sprintf("%s = %s, want %s", path, gb, wb)}
 	}
 	return nil
+}
+
+// seedStoryNames lists the names of the machines of the doc's story (pool default; the rack's
+// machines have a pool of their own).
+func seedStoryNames(ctx context.Context, t *testing.T, c *client.Client) []string {
+	t.Helper()
+	ms, err := c.Machines().List(ctx, url.Values{"Pool": {"default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	return out
 }
 
 // waitFor polls cond for up to 30 s.
