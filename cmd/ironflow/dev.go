@@ -22,7 +22,7 @@ var (
 
 func newDevCommand() *cobra.Command {
 	var stateDir string
-	var fresh, demo bool
+	var fresh, demo, freePorts bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system on this machine: PostgreSQL, Temporal, two regions, a worker",
@@ -46,11 +46,15 @@ across restarts unless --fresh.`,
 			}
 			defer logFile.Close()
 			fmt.Fprintln(cmd.OutOrStdout(), "starting PostgreSQL, Temporal, region-a and region-b with a rack each, and a worker...")
+			regionPorts, temporalPort, uiPort := devRegionPorts, devTemporalPort, devTemporalUIPort
+			if freePorts {
+				regionPorts, temporalPort, uiPort = nil, 0, 0
+			}
 			stack, err := dev.StartStack(cmd.Context(), dev.StackOptions{
 				StateDir:        stateDir,
-				RegionPorts:     devRegionPorts,
-				TemporalPort:    devTemporalPort,
-				TemporalUIPort:  devTemporalUIPort,
+				RegionPorts:     regionPorts,
+				TemporalPort:    temporalPort,
+				TemporalUIPort:  uiPort,
 				Seed:            true,
 				RunWorker:       true,
 				Logger:          slog.New(slog.NewTextHandler(logFile, nil)),
@@ -69,6 +73,7 @@ across restarts unless --fresh.`,
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".ironflow-dev", "where the stack keeps its state")
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
+	cmd.Flags().BoolVar(&freePorts, "free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233 (for a second stack)")
 	cmd.Flags().BoolVar(&demo, "demo", false, "start a fresh throwaway stack on free ports, replay the migration story with the CLI, and exit")
 	return cmd
 }
