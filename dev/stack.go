@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
@@ -35,8 +36,9 @@ type StackOptions struct {
 	TemporalPort    int
 	TemporalUIPort  int // -1 = no web UI
 	Seed            bool
-	RunWorker       bool // run the migration worker in this process
-	NoRacks         bool // regions only: no rack controllers
+	RunWorker       bool                  // run the migration worker in this process
+	ESXi            activities.ESXiConfig // that worker's SSH to ESXi hosts; zero: only hosts with an agent
+	NoRacks         bool                  // regions only: no rack controllers
 	Logger          *slog.Logger
 	TemporalLogFile string
 	Version         string // reported by the regions' /api/v1/info
@@ -47,6 +49,10 @@ type Region struct {
 	Name  string
 	URL   string
 	Store *store.Store
+
+	srv     *server.Server
+	mu      sync.Mutex
+	serving *serving // nil while stopped (StopRegion)
 }
 
 // Stack is the whole system on one machine: PostgreSQL, the Temporal dev server, two regions
@@ -135,7 +141,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 		}
 	}
 	if opts.RunWorker {
-		if err := s.startWorker(); err != nil {
+		if err := s.startWorker(opts.ESXi); err != nil {
 			return nil, err
 		}
 	}
@@ -161,12 +167,16 @@ func (s *Stack) startRegion(ctx, runCtx context.Context, name string, port int) 
 		return fmt.Errorf("%s listen: %w", name, err)
 	}
 	url := "http://" + ln.Addr().String()
-	srv := server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, Logger: s.log.With("region", name)})
+	r := &Region{Name: name, URL: url, Store: st}
+	r.srv = server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, Logger: s.log.With("region", name)})
+	s.Regions[name] = r
 	s.group.Go(func() error {
-		defer st.Close()
-		return srv.Serve(runCtx, ln)
+		<-runCtx.Done()
+		s.StopRegion(name)
+		st.Close()
+		return nil
 	})
-	s.Regions[name] = &Region{Name: name, URL: url, Store: st}
+	r.serve(runCtx, ln)
 	return nil
 }
 
@@ -193,12 +203,12 @@ func (s *Stack) WriteRegionsFile() (string, error) {
 	return path, nil
 }
 
-func (s *Stack) startWorker() error {
+func (s *Stack) startWorker(esxi activities.ESXiConfig) error {
 	regions, err := activities.NewRegions(s.RegionsConfig(), activities.DialClient)
 	if err != nil {
 		return err
 	}
-	w := workers.NewMigrationWorker(s.Client, &activities.Activities{Regions: regions})
+	w := workers.NewMigrationWorker(s.Client, &activities.Activities{Regions: regions, ESXi: esxi})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
