@@ -137,11 +137,14 @@ func checkMigratable(m api.Machine, in ValidateInput) error {
 }
 
 // checkConflicts refuses a destination that already has this machine, or another machine
-// with the same Name or one of its MACs, and names every conflicting machine.
+// with the same Name or one of its MACs, and names every conflicting machine. The locked stub
+// an earlier migration of this machine left there is no conflict: the import replaces it.
 func checkConflicts(ctx context.Context, dst Region, m api.Machine, target string) error {
 	var conflicts []string
-	if _, err := dst.GetMachine(ctx, m.Uuid); err == nil {
-		conflicts = append(conflicts, fmt.Sprintf("machine %s already exists there", m.Uuid))
+	if existing, err := dst.GetMachine(ctx, m.Uuid); err == nil {
+		if !isRedirectStub(existing) {
+			conflicts = append(conflicts, fmt.Sprintf("machine %s already exists there", m.Uuid))
+		}
 	} else if !isNotFound(err) {
 		return classify(err, "look up machine %s on %s", m.Uuid, target)
 	}
@@ -229,8 +232,9 @@ type CopyResult struct {
 
 // ExportImport exports the machine's bundle from the source and imports it, inactive, into
 // the target, inside one activity so the bundle never enters workflow history. Validation
-// made sure the target had no machine with this UUID, so an inactive copy found there is the
-// result of an earlier attempt of this activity and is kept.
+// made sure the target had no machine with this UUID but the locked stub of an earlier
+// migration, which the import replaces; any other inactive copy found there is the result
+// of an earlier attempt of this activity and is kept.
 func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult, error) {
 	src, err := a.Regions.Region(in.SourceRegion)
 	if err != nil {
@@ -247,6 +251,7 @@ func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult
 	res := CopyResult{Jobs: len(bundle.Jobs), Profiles: len(bundle.Profiles)}
 	existing, err := dst.GetMachine(ctx, in.Machine)
 	switch {
+	case err == nil && isRedirectStub(existing):
 	case err == nil && existing.Runnable:
 		return res, nonRetryable(ErrDestinationConflict, "machine %s is already active on %s", in.Machine, in.TargetRegion)
 	case err == nil:
@@ -262,7 +267,8 @@ func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult
 }
 
 // DeleteImportedCopy undoes ExportImport. It never deletes an active machine: that would
-// leave the machine active nowhere.
+// leave the machine active nowhere; nor a locked stub, which the import never replaced (an
+// imported copy is never a stub).
 func (a *Activities) DeleteImportedCopy(ctx context.Context, ref MachineRef) error {
 	r, m, err := a.machine(ctx, ref)
 	if isNotFound(err) {
@@ -270,6 +276,9 @@ func (a *Activities) DeleteImportedCopy(ctx context.Context, ref MachineRef) err
 	}
 	if err != nil {
 		return err
+	}
+	if isRedirectStub(m) {
+		return nil
 	}
 	if m.Runnable {
 		return nonRetryable(ErrUnsafeDelete, "machine %s is active on %s; not deleting it", ref.Machine, ref.Region)
@@ -313,6 +322,17 @@ func (a *Activities) Activate(ctx context.Context, ref MachineRef) error {
 	return classify(err, "activate machine %s on %s", ref.Machine, ref.Region)
 }
 
+// IsActive reports whether the machine is active (Runnable) on ref's region; a missing
+// machine is not. The workflow asks before it compensates a failed activation, which may
+// have taken effect all the same.
+func (a *Activities) IsActive(ctx context.Context, ref MachineRef) (bool, error) {
+	_, m, err := a.machine(ctx, ref)
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil && m.Runnable, err
+}
+
 // DeleteStub removes the locked stub left on the source. It refuses to delete anything that
 // is not a stub, so a live record is never lost.
 func (a *Activities) DeleteStub(ctx context.Context, ref MachineRef) error {
@@ -323,7 +343,7 @@ func (a *Activities) DeleteStub(ctx context.Context, ref MachineRef) error {
 	if err != nil {
 		return err
 	}
-	if !m.Locked || m.Meta[api.MetaRedirectEndpoint] == "" {
+	if !isRedirectStub(m) {
 		return nonRetryable(ErrUnsafeDelete, "machine %s on %s is not a migrated stub; not deleting it", ref.Machine, ref.Region)
 	}
 	return a.deleteMachine(ctx, r, ref)
@@ -386,4 +406,10 @@ func (a *Activities) deleteMachine(ctx context.Context, r Region, ref MachineRef
 		return nil
 	}
 	return classify(err, "delete machine %s on %s", ref.Machine, ref.Region)
+}
+
+// isRedirectStub reports the locked stub a migration leaves on its source, redirecting to
+// where the machine went.
+func isRedirectStub(m api.Machine) bool {
+	return m.Locked && m.Meta[api.MetaRedirectEndpoint] != ""
 }

@@ -139,7 +139,7 @@ func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 		{"rewrite", false, rewrite, seq(forward, []string{prepare, rewrite, cleanup}, undo), "HostFailure", "repointing-agent"},
 		{"agent check-in", true, waitAgent, seq(forward, []string{prepare, rewrite, waitAgent, cleanup}, undo), activities.ErrAgentCheckInTimeout, "repointing-agent"},
 		{"cleanup", false, cleanup, seq(forward, []string{prepare, rewrite, cleanup, cleanup}, undo), "HostFailure", "repointing-agent"},
-		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate"}, undo), activities.ErrRegionRefused, "activating"},
+		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate", "IsActive"}, undo), activities.ErrRegionRefused, "activating"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

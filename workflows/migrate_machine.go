@@ -102,6 +102,14 @@ var (
 		ScheduleToCloseTimeout: time.Hour,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	}
+	// A cancelled activation is waited for, so the check of the target that follows sees
+	// whether it took effect.
+	activateOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    mustFinishOptions.StartToCloseTimeout,
+		ScheduleToCloseTimeout: mustFinishOptions.ScheduleToCloseTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy:            mustFinishOptions.RetryPolicy,
+	}
 	// ESXi steps may wait for the machine's agent to take ad-hoc jobs. They heartbeat, and the
 	// workflow waits for a cancelled step to stop before Cleanup touches the host.
 	esxiStepOptions = workflow.ActivityOptions{
@@ -119,8 +127,12 @@ var (
 	}
 )
 
-// esxiRepointChange is the GetVersion change ID of the ESXi repoint branch.
-const esxiRepointChange = "repoint-esxi"
+// GetVersion change IDs: the ESXi repoint branch, and the look at the target before a failed
+// activation is compensated.
+const (
+	esxiRepointChange     = "repoint-esxi"
+	activationCheckChange = "check-target-before-compensating-activation"
+)
 
 // MigrateMachine moves a machine, its jobs and profiles from one region to another
 // (DESIGN.md "Migration semantics"). Every step that changes a region pushes its undo first;
@@ -393,7 +405,20 @@ func (m *migration) repointESXi(ctx workflow.Context) error {
 }
 
 func (m *migration) activate(ctx workflow.Context) error {
-	return m.call(ctx, mustFinishOptions, acts.Activate, m.ref(m.in.TargetRegion), nil)
+	return m.call(ctx, activateOptions, acts.Activate, m.ref(m.in.TargetRegion), nil)
+}
+
+// activationTookEffect is asked when activation failed or was cancelled: the activation may
+// have taken effect all the same, and restoring the source would then leave the machine
+// active on both regions. It reports whether the target copy is active. Runs recorded before
+// this check compensated without it, and replay the same.
+func (m *migration) activationTookEffect(ctx workflow.Context) (bool, error) {
+	if workflow.GetVersion(ctx, activationCheckChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return false, nil
+	}
+	var active bool
+	err := m.call(ctx, mustFinishOptions, acts.IsActive, m.ref(m.in.TargetRegion), &active)
+	return active, err
 }
 
 func (m *migration) deleteStub(ctx workflow.Context) error {
@@ -429,6 +454,26 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 	defer cancel()
 	cancelled := temporal.IsCanceledError(err) || errors.Is(ctx.Err(), workflow.ErrCanceled)
 	m.progress.Errors = append(m.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
+	if phase == PhaseActivating && !m.activated {
+		// Every step before activation succeeded: the pending compensations are the undos
+		// of the quiesce, copy and finalize (an ESXi cleanup among them already ran), which
+		// must not run once the target is live.
+		active, cerr := m.activationTookEffect(dctx)
+		switch {
+		case cerr != nil:
+			m.progress.Errors = append(m.progress.Errors, cerr.Error())
+			m.comps.Commit()
+			err = temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("activating machine %s on %s failed: %v; then its state there could not be read (%v): nothing was undone, the source keeps its locked stub; activate the target or restore the source by hand",
+					m.machine.MachineUuid, m.in.TargetRegion, err, cerr),
+				ErrCompensationFailed, err)
+			cancelled = false
+		case active:
+			m.comps.Commit()
+			m.activated = true
+			cancelled = false
+		}
+	}
 	if m.comps.Len() > 0 {
 		if perr := m.setPhase(dctx, PhaseCompensating); perr != nil {
 			m.progress.Errors = append(m.progress.Errors, perr.Error())

@@ -82,6 +82,7 @@ func TestMigrateMachineStepFailureCompensates(t *testing.T) {
 		restore  = "RestoreMigration"
 		delCopy  = "DeleteImportedCopy"
 		unq      = "Unquiesce"
+		isActive = "IsActive"
 	)
 	tests := []struct {
 		name      string
@@ -97,7 +98,7 @@ func TestMigrateMachineStepFailureCompensates(t *testing.T) {
 		{"import", "west", "Import", false, []string{validate, mint, quiesce, copying, delCopy, unq}, "copying"},
 		{"finalize", "east", "FinalizeMigration", false, []string{validate, mint, quiesce, copying, finalize, restore, delCopy, unq}, "finalizing"},
 		{"repoint", "", "", true, []string{validate, mint, quiesce, copying, finalize, wait, restore, delCopy, unq}, "repointing-agent"},
-		{"activate", "west", "Activate", false, []string{validate, mint, quiesce, copying, finalize, activate, restore, delCopy, unq}, "activating"},
+		{"activate", "west", "Activate", false, []string{validate, mint, quiesce, copying, finalize, activate, isActive, restore, delCopy, unq}, "activating"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

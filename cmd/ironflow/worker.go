@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ironflow/ironflow/activities"
@@ -20,6 +24,16 @@ const (
 	flagRegionsFile    = "regions-file"
 	envRegionsFile     = "IRONFLOW_REGIONS_FILE"
 	defaultRegionsFile = "/etc/ironflow/regions.yaml"
+
+	// SSH to ESXi hosts, for the ESXi repoint (activities.ESXiConfig).
+	flagESXiSSHKey    = "esxi-ssh-key"
+	envESXiSSHKey     = "IRONFLOW_ESXI_SSH_KEY"
+	flagESXiAllowTOFU = "esxi-allow-tofu"
+	envESXiAllowTOFU  = "IRONFLOW_ESXI_ALLOW_TOFU"
+	flagESXiSSHPort   = "esxi-ssh-port"
+	envESXiSSHPort    = "IRONFLOW_ESXI_SSH_PORT"
+	flagESXiUser      = "esxi-user"
+	envESXiUser       = "IRONFLOW_ESXI_USER"
 )
 
 func newWorkerCommand() *cobra.Command {
@@ -36,8 +50,57 @@ func newWorkerCommand() *cobra.Command {
 		},
 	}
 	addTemporalFlags(c)
-	c.Flags().String(flagRegionsFile, defaultRegionsFile, "regions the worker may migrate between, with their tokens (env "+envRegionsFile+")")
+	f := c.Flags()
+	f.String(flagRegionsFile, defaultRegionsFile, "regions the worker may migrate between, with their tokens (env "+envRegionsFile+")")
+	f.String(flagESXiSSHKey, "", "operator private key FILE that logs in to ESXi hosts without an agent; none: only hosts with an agent can be repointed (env "+envESXiSSHKey+")")
+	f.Bool(flagESXiAllowTOFU, false, "accept an ESXi host's SSH key on first use when the machine records none (env "+envESXiAllowTOFU+")")
+	f.Int(flagESXiSSHPort, 22, "SSH port of the ESXi hosts (env "+envESXiSSHPort+")")
+	f.String(flagESXiUser, "root", "SSH user on the ESXi hosts (env "+envESXiUser+")")
 	return c
+}
+
+// esxiConfig reads the ESXi flags. The operator key is parsed here, so a bad key file stops
+// the worker at start rather than failing the first ESXi migration.
+func esxiConfig(cmd *cobra.Command) (activities.ESXiConfig, error) {
+	var cfg activities.ESXiConfig
+	tofu := flagOrEnv(cmd, flagESXiAllowTOFU, envESXiAllowTOFU)
+	allow, err := strconv.ParseBool(tofu)
+	if err != nil {
+		return cfg, fmt.Errorf("--%s (env %s): %q is not a boolean", flagESXiAllowTOFU, envESXiAllowTOFU, tofu)
+	}
+	portText := flagOrEnv(cmd, flagESXiSSHPort, envESXiSSHPort)
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return cfg, fmt.Errorf("--%s (env %s): %q is not a TCP port (1-65535)", flagESXiSSHPort, envESXiSSHPort, portText)
+	}
+	user := strings.TrimSpace(flagOrEnv(cmd, flagESXiUser, envESXiUser))
+	if user == "" {
+		return cfg, fmt.Errorf("--%s (env %s) is empty", flagESXiUser, envESXiUser)
+	}
+	cfg.AllowTOFU, cfg.Port, cfg.User = allow, port, user
+	if path := flagOrEnv(cmd, flagESXiSSHKey, envESXiSSHKey); path != "" {
+		if cfg.Login, err = loadSSHKey(path); err != nil {
+			return cfg, fmt.Errorf("--%s (env %s): %w", flagESXiSSHKey, envESXiSSHKey, err)
+		}
+	}
+	return cfg, nil
+}
+
+// loadSSHKey reads an unencrypted private key file (OpenSSH, PEM or PKCS#8).
+func loadSSHKey(path string) (ssh.Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ESXi SSH key: %w", err)
+	}
+	key, err := ssh.ParsePrivateKey(data)
+	var protected *ssh.PassphraseMissingError
+	switch {
+	case errors.As(err, &protected):
+		return nil, fmt.Errorf("ESXi SSH key %s is protected by a passphrase; the worker needs a key without one", path)
+	case err != nil:
+		return nil, fmt.Errorf("ESXi SSH key %s is not a private key: %w", path, err)
+	}
+	return key, nil
 }
 
 // runWorker loads the regions first, so a bad file fails before anything connects, then runs
@@ -45,6 +108,10 @@ func newWorkerCommand() *cobra.Command {
 func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 	path := flagOrEnv(cmd, flagRegionsFile, envRegionsFile)
 	regions, err := activities.LoadRegions(path)
+	if err != nil {
+		return err
+	}
+	esxi, err := esxiConfig(cmd)
 	if err != nil {
 		return err
 	}
@@ -58,7 +125,7 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 		return err
 	}
 
-	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: regions})
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: regions, ESXi: esxi})
 	g, ctx := errgroup.WithContext(cmd.Context())
 	stop := make(chan any)
 	g.Go(func() error {
@@ -73,7 +140,8 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 		close(stop)
 		return nil
 	})
-	logger.Info("migration worker running", "task_queue", workflows.TaskQueue, "namespace", namespace, "regions_file", path)
+	logger.Info("migration worker running", "task_queue", workflows.TaskQueue, "namespace", namespace, "regions_file", path,
+		"esxi_login_key", esxi.Login != nil, "esxi_allow_tofu", esxi.AllowTOFU)
 	err = g.Wait()
 	logger.Info("migration worker stopped")
 	return err
