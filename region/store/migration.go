@@ -359,6 +359,11 @@ func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endp
 		if stored, err = importMachine(ctx, tx, by, ticket.ID, reused, m); err != nil {
 			return err
 		}
+		// A machine coming back over its stub leaves behind the snapshot of its earlier
+		// departure; an unquiesce must never restore that stale state.
+		if _, err := tx.Exec(ctx, "DELETE FROM migration_snapshots WHERE machine = $1::uuid", m.Uuid); err != nil {
+			return err
+		}
 		for _, j := range js {
 			if err := upsertJob(ctx, tx, by, j); err != nil {
 				return err

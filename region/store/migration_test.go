@@ -465,6 +465,13 @@ func TestImportReplacesStub(t *testing.T) {
 	if js[0].Archived || js[0].Meta[api.MetaRedirectEndpoint] != "" || js[1].Meta[api.MetaRedirectEndpoint] != "https://drp1:8092" {
 		t.Fatalf("jobs back on the old region: %s", jsonOf(t, js))
 	}
+	// The snapshot of its departure is gone: an unquiesce now changes nothing.
+	if n := count(t, src.s, "migration_snapshots"); n != 0 {
+		t.Fatalf("%d stale snapshots after the machine came back", n)
+	}
+	if again, err := src.s.Unquiesce(ctx, alice, id); err != nil || again.Description != "came back" || again.Runnable {
+		t.Fatalf("unquiesce after the return: %+v, %v", again, err)
+	}
 	bundle.Machine.Description = "second try"
 	if m, err = src.s.Import(ctx, ticketUse("back-2"), bundle, "https://drp1:8092"); err != nil || m.Description != "second try" {
 		t.Fatalf("import over the inactive copy: %v, %q", err, m.Description)
