@@ -13,9 +13,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
 	"github.com/ironflow/ironflow/dev/pgtest"
-	"github.com/ironflow/ironflow/region/api"
-
 	"github.com/ironflow/ironflow/internal/netnstest"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // TestBroadcastDHCPOnAnInterface runs `rack serve --dhcp-interface` in a network namespace
