@@ -9,6 +9,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/insomniacslk/dhcp/iana"
+
 	"github.com/ironflow/ironflow/internal/netnstest"
 )
 
