@@ -98,12 +98,12 @@ func TestRolePermissions(t *testing.T) {
 		{"DELETE", "/api/v1/pools/nothere", nil, [5]int{missing, missing, forbid, forbid, forbid}},
 		{"GET", "/api/v1/subnets/" + f.subnet, nil, [5]int{ok, ok, ok, ok, forbid}},
 		{"PUT", "/api/v1/subnets/" + api.NilUUID, func(string) any { return map[string]any{"Name": "x"} }, [5]int{missing, missing, forbid, forbid, forbid}},
-		{"POST", "/api/v1/racks", func(role string) any { return map[string]any{"Name": "rack-" + role} }, [5]int{created, created, forbid, created, forbid}},
-		{"PATCH", "/api/v1/racks/" + f.rack, func(string) any { return map[string]any{"Status": api.RackOnline} }, [5]int{ok, ok, forbid, ok, forbid}},
+		{"POST", "/api/v1/racks", func(role string) any { return map[string]any{"Name": "rack-" + role} }, [5]int{created, created, forbid, forbid, forbid}},
+		{"PATCH", "/api/v1/racks/" + f.rack, func(string) any { return map[string]any{"Status": api.RackOnline} }, [5]int{ok, ok, forbid, forbid, forbid}},
 		{"GET", "/api/v1/leases", nil, [5]int{ok, ok, ok, ok, forbid}},
 		{"POST", "/api/v1/leases", func(role string) any {
 			return map[string]any{"Addr": fmt.Sprintf("10.0.0.%d", 10+len(role)), "MAC": "52:54:00:00:01:0" + fmt.Sprint(len(role)%10), "Subnet": f.subnet, "State": "active"}
-		}, [5]int{created, created, forbid, created, forbid}},
+		}, [5]int{created, created, forbid, forbid, forbid}},
 		{"GET", "/api/v1/users", nil, [5]int{ok, forbid, forbid, forbid, forbid}},
 		{"GET", "/api/v1/users/bob", nil, [5]int{ok, forbid, forbid, forbid, forbid}},
 		{"POST", "/api/v1/users", func(role string) any { return map[string]any{"Name": "u-" + role, "Role": api.RoleReadonly} }, [5]int{created, forbid, forbid, forbid, forbid}},

@@ -96,10 +96,7 @@ func TestPermissionTable(t *testing.T) {
 			return map[bool]access{true: denied, false: granted}[res == api.KindUsers]
 		case api.RoleReadonly:
 			return map[bool]access{true: granted, false: denied}[!write && res != api.KindUsers]
-		case api.RoleRack:
-			if res == api.KindLeases || res == api.KindRacks {
-				return granted
-			}
+		case api.RoleRack: // reads like readonly; writes only through the rack API
 			return map[bool]access{true: granted, false: denied}[!write && res != api.KindUsers]
 		case api.RoleMachine:
 			if res == resJobLogs || !write && (res == api.KindMachines || res == api.KindJobs) {
