@@ -122,6 +122,7 @@ func newMigrationsCommand() *cobra.Command {
 	}
 	addTemporalFlags(c)
 	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand())
+	c.AddCommand(newBulkMigrationCommands()...)
 	return c
 }
 

@@ -1,0 +1,141 @@
+package activities_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// listRegion serves the machine list and machine lookups of a region API over HTTP, with
+// exact-match Pool and Rack filters, and records the queries it was sent.
+type listRegion struct {
+	machines []api.Machine
+	mu       sync.Mutex
+	queries  []string
+}
+
+func (r *listRegion) serve(t *testing.T) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/machines", func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.queries = append(r.queries, req.URL.RawQuery)
+		r.mu.Unlock()
+		q := req.URL.Query()
+		var out []api.Machine
+		for _, m := range r.machines {
+			if (!q.Has("Pool") || m.Pool == q.Get("Pool")) && (!q.Has("Rack") || m.Rack == q.Get("Rack")) {
+				out = append(out, m)
+			}
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	mux.HandleFunc("GET /api/v1/machines/{key}", func(w http.ResponseWriter, req *http.Request) {
+		for _, m := range r.machines {
+			if "Name:"+m.Name == req.PathValue("key") {
+				_ = json.NewEncoder(w).Encode(m)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(api.Error{Error: "machines " + req.PathValue("key") + " not found", Code: http.StatusNotFound})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestSelectMachines(t *testing.T) {
+	stub := api.Machine{Uuid: "u-0", Name: "old", Pool: "gold", Rack: "r1", Meta: map[string]string{api.MetaRedirectEndpoint: "https://west.example:5240"}}
+	region := &listRegion{machines: []api.Machine{
+		{Uuid: "u-3", Name: "c", Pool: "gold", Rack: "r1"},
+		{Uuid: "u-1", Name: "a", Pool: "gold", Rack: "r2"},
+		{Uuid: "u-2", Name: "b", Pool: "silver", Rack: "r1"},
+		stub,
+	}}
+	url := region.serve(t)
+	regions, err := activities.NewRegions(map[string]activities.RegionConfig{"east": {URL: url, Token: "t"}}, activities.DialClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Regions: regions})
+
+	tests := []struct {
+		name      string
+		region    string
+		selector  activities.Selector
+		want      []string
+		wantQuery string // the list query sent, "" when none
+		wantType  string // application error type, "" for success
+		wantMsg   string
+	}{
+		{"pool, sorted, stub left out", "east", activities.Selector{Pool: "gold"}, []string{"u-1", "u-3"}, "Pool=gold", "", ""},
+		{"rack", "east", activities.Selector{Rack: "r1"}, []string{"u-2", "u-3"}, "Rack=r1", "", ""},
+		{"pool and rack", "east", activities.Selector{Pool: "gold", Rack: "r1"}, []string{"u-3"}, "Pool=gold&Rack=r1", "", ""},
+		{"names, duplicates once", "east", activities.Selector{Names: []string{"c", "a", "c"}}, []string{"u-1", "u-3"}, "", "", ""},
+		{"nothing selected", "east", activities.Selector{Pool: "bronze"}, []string{}, "Pool=bronze", "", ""},
+		{"empty selector", "east", activities.Selector{}, nil, "", activities.ErrInvalidSelector, "selector is empty"},
+		{"names and pool", "east", activities.Selector{Pool: "gold", Names: []string{"a"}}, nil, "", activities.ErrInvalidSelector, "mixes machine names"},
+		{"unknown names", "east", activities.Selector{Names: []string{"a", "zz", "yy"}}, nil, "", activities.ErrMachineNotFound, "machines not found on region east: zz, yy"},
+		{"unknown region", "north", activities.Selector{Pool: "gold"}, nil, "", activities.ErrUnknownRegion, "north"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			region.mu.Lock()
+			region.queries = nil
+			region.mu.Unlock()
+			v, err := env.ExecuteActivity(a.SelectMachines, activities.SelectInput{Region: tt.region, Selector: tt.selector})
+			if tt.wantType != "" {
+				var appErr *temporal.ApplicationError
+				if !errors.As(err, &appErr) || appErr.Type() != tt.wantType || !appErr.NonRetryable() || !strings.Contains(appErr.Error(), tt.wantMsg) {
+					t.Fatalf("got %v, want a non-retryable %s error containing %q", err, tt.wantType, tt.wantMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if err := v.Get(&got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("selected %v, want %v", got, tt.want)
+			}
+			region.mu.Lock()
+			queries := region.queries
+			region.mu.Unlock()
+			if tt.wantQuery != "" && !slices.Equal(queries, []string{tt.wantQuery}) {
+				t.Errorf("list queries %q, want %q", queries, tt.wantQuery)
+			}
+		})
+	}
+}
+
+func TestSelectorString(t *testing.T) {
+	tests := []struct {
+		s    activities.Selector
+		want string
+	}{
+		{activities.Selector{Pool: "gold"}, "pool gold"},
+		{activities.Selector{Pool: "gold", Rack: "r1"}, "pool gold and rack r1"},
+		{activities.Selector{Names: []string{"a", "b"}}, "names a,b"},
+	}
+	for _, tt := range tests {
+		if got := tt.s.String(); got != tt.want {
+			t.Errorf("%#v.String() = %q, want %q", tt.s, got, tt.want)
+		}
+	}
+}

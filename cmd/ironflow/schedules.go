@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Memo keys of a bulk migration schedule: what `schedule list` shows. Temporal keeps a cron
+// spec only in its compiled form, so the expression the user wrote is kept here.
+const (
+	memoCron  = "cron"
+	memoInput = "input"
+)
+
+// newBulkMigrationCommands are `migrations bulk` and `migrations schedule ...`.
+func newBulkMigrationCommands() []*cobra.Command {
+	return []*cobra.Command{newMigrationsBulkCommand(), newMigrationsScheduleCommand()}
+}
+
+// bulkOptions are the flags that describe a bulk migration, shared by `migrations bulk` and
+// `migrations schedule create`.
+type bulkOptions struct {
+	from, to    string
+	pool, rack  string
+	names       []string
+	window      int
+	skipDestroy bool
+	waitForJob  time.Duration
+}
+
+func (o *bulkOptions) addFlags(c *cobra.Command) {
+	f := c.Flags()
+	f.StringVar(&o.from, "from", "", "source region name (required)")
+	f.StringVar(&o.to, "to", "", "destination region name (required)")
+	f.StringVar(&o.pool, "pool", "", "migrate the machines of this pool")
+	f.StringVar(&o.rack, "rack", "", "migrate the machines of this rack UUID (with --pool: those of both)")
+	f.StringSliceVar(&o.names, "names", nil, "migrate these machines, by name (comma-separated)")
+	f.IntVar(&o.window, "window", workflows.DefaultBulkWindow, fmt.Sprintf("how many machines migrate at once (1-%d)", workflows.MaxBulkWindow))
+	f.BoolVar(&o.skipDestroy, "skip-machine-destroy", true, "keep the locked stubs on the source region (=false deletes each once its machine is active on the target)")
+	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long each migration waits for a running job to end before giving up")
+	c.MarkFlagsMutuallyExclusive("names", "pool")
+	c.MarkFlagsMutuallyExclusive("names", "rack")
+}
+
+// input checks the flags and returns the workflow input; every refusal names the flag.
+func (o *bulkOptions) input() (workflows.BulkMigrateInput, error) {
+	var problems []error
+	if o.from == "" || o.to == "" {
+		problems = append(problems, errors.New("--from and --to are required"))
+	}
+	if o.pool == "" && o.rack == "" && len(o.names) == 0 {
+		problems = append(problems, errors.New("missing the machines to migrate: give --pool, --rack or --names"))
+	}
+	if o.rack != "" {
+		if _, err := uuid.Parse(o.rack); err != nil {
+			problems = append(problems, fmt.Errorf("--rack %q is not a rack UUID", o.rack))
+		}
+	}
+	if o.window < 1 || o.window > workflows.MaxBulkWindow {
+		problems = append(problems, fmt.Errorf("--window %d is not between 1 and %d", o.window, workflows.MaxBulkWindow))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return workflows.BulkMigrateInput{}, err
+	}
+	in := workflows.BulkMigrateInput{
+		SourceRegion:       o.from,
+		TargetRegion:       o.to,
+		Selector:           activities.Selector{Pool: o.pool, Rack: o.rack, Names: o.names},
+		Window:             o.window,
+		SkipMachineDestroy: &o.skipDestroy,
+		WaitForRunningJob:  o.waitForJob,
+	}
+	if err := in.Check(); err != nil {
+		return in, fmt.Errorf("invalid bulk migration: %w", err)
+	}
+	return in, nil
+}
+
+// bulkSearchAttributes let `temporal workflow list` find bulk migrations by region.
+func bulkSearchAttributes(in workflows.BulkMigrateInput) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(workflows.SourceRegionKey.ValueSet(in.SourceRegion), workflows.TargetRegionKey.ValueSet(in.TargetRegion))
+}
+
+// checkName refuses names that would make odd workflow and schedule IDs.
+func checkName(name string) error {
+	if name == "" || strings.ContainsAny(name, "/ \t\n") {
+		return fmt.Errorf("name %q must be non-empty, without spaces or slashes", name)
+	}
+	return nil
+}
+
+func newMigrationsBulkCommand() *cobra.Command {
+	var o bulkOptions
+	var name string
+	var wait bool
+	c := &cobra.Command{
+		Use:   "bulk --from REGION --to REGION (--pool POOL | --rack UUID | --names A,B)",
+		Short: "Migrate many machines now, a few at a time (workflow bulk-migrate/<name>)",
+		Long: `Migrate the machines of a pool, of a rack, or named, from one region to another. Each machine
+is a MigrateMachine workflow of its own (see ironflow migrations list); at most --window run at
+once, and a machine that fails does not stop the others. Prints the workflow ID and run ID; with
+--wait it prints the progress on stderr, then the result, and fails when a machine failed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := o.input()
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				name = uuid.NewString()
+			}
+			if err := checkName(name); err != nil {
+				return fmt.Errorf("--name: %w", err)
+			}
+			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			opts := workflows.BulkMigrateStartOptions(name)
+			opts.TypedSearchAttributes = bulkSearchAttributes(in)
+			run, err := tc.ExecuteWorkflow(cmd.Context(), opts, workflows.BulkMigrate, in)
+			var running *serviceerror.WorkflowExecutionAlreadyStarted
+			if errors.As(err, &running) {
+				return fmt.Errorf("bulk migration %s is already running (run %s); pick another --name or cancel it with `ironflow migrations cancel %s`", opts.ID, running.RunId, opts.ID)
+			}
+			if err != nil {
+				return fmt.Errorf("start bulk migration %s: %w", opts.ID, err)
+			}
+			if !wait {
+				started := startedMigration{WorkflowID: run.GetID(), RunID: run.GetRunID()}
+				fmt.Fprintf(cmd.ErrOrStderr(), "Its machines show in: ironflow migrations list. Cancel it with: ironflow migrations cancel %s\n", run.GetID())
+				return render(cmd, started, []startedMigration{started}, startedColumns)
+			}
+			res, err := waitBulk(cmd.Context(), tc, run, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if err := render(cmd, res, res.rows(), bulkResultColumns); err != nil {
+				return err
+			}
+			if len(res.Failed) > 0 {
+				return fmt.Errorf("%d of %d machines failed to migrate", len(res.Failed), res.Total)
+			}
+			return nil
+		},
+	}
+	o.addFlags(c)
+	c.Flags().StringVar(&name, "name", "", "name of the bulk migration, in its workflow ID (default: a new UUID)")
+	c.Flags().BoolVar(&wait, "wait", false, "wait for the bulk migration, printing its progress on stderr")
+	return c
+}
+
+// bulkResult is a BulkMigrateResult with a table form: one row per machine.
+type bulkResult struct{ workflows.BulkMigrateResult }
+
+type bulkRow struct{ machine, status, err string }
+
+func (r bulkResult) rows() []bulkRow {
+	rows := make([]bulkRow, 0, len(r.Succeeded)+len(r.Failed))
+	for _, m := range r.Succeeded {
+		rows = append(rows, bulkRow{m, "migrated", ""})
+	}
+	for _, f := range r.Failed {
+		rows = append(rows, bulkRow{f.Machine, "failed", f.Error})
+	}
+	return rows
+}
+
+var bulkResultColumns = []column[bulkRow]{
+	{"MACHINE UUID", func(r bulkRow) string { return r.machine }},
+	{"STATUS", func(r bulkRow) string { return r.status }},
+	{"ERROR", func(r bulkRow) string { return r.err }},
+}
+
+// waitBulk waits for a bulk migration, following it across continue-as-new, and writes its
+// progress to progress each time it changes.
+func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (bulkResult, error) {
+	var res bulkResult
+	done := make(chan error, 1)
+	go func() { done <- run.Get(ctx, &res.BulkMigrateResult) }()
+	var shown workflows.BulkProgress
+	show := func() {
+		// The latest run: after continue-as-new the first run no longer answers.
+		p, err := queryAs[workflows.BulkProgress](ctx, tc, run.GetID(), "")
+		if err != nil || p.Total == shown.Total && p.Done == shown.Done && p.Failed == shown.Failed && p.Running == shown.Running {
+			return
+		}
+		fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d running\n", p.Done, p.Total, p.Failed, p.Running)
+		shown = p
+	}
+	ticker := time.NewTicker(progressInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-done:
+			switch {
+			case ctx.Err() != nil:
+				return res, fmt.Errorf("stopped waiting; bulk migration %s goes on: %w", run.GetID(), ctx.Err())
+			case temporal.IsCanceledError(err):
+				return res, fmt.Errorf("bulk migration %s was canceled; its running migrations undid their steps", run.GetID())
+			case err != nil:
+				return res, fmt.Errorf("bulk migration %s failed: %s", run.GetID(), failureMessage(err))
+			}
+			fmt.Fprintf(progress, "%d/%d migrated, %d failed\n", len(res.Succeeded), res.Total, len(res.Failed))
+			return res, nil
+		case <-ticker.C:
+			show()
+		}
+	}
+}
+
+// queryAs asks a workflow for its progress and decodes the answer as T.
+func queryAs[T any](ctx context.Context, tc client.Client, id, runID string) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	var v T
+	answer, err := tc.QueryWorkflow(ctx, id, runID, workflows.ProgressQuery)
+	if err != nil {
+		return v, fmt.Errorf("progress of %s: %w", id, err)
+	}
+	if err := answer.Get(&v); err != nil {
+		return v, fmt.Errorf("progress of %s: %w", id, err)
+	}
+	return v, nil
+}
+
+func newMigrationsScheduleCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "schedule",
+		Short: "Bulk migrations on a Temporal Schedule: create, list, trigger, delete",
+	}
+	c.AddCommand(newScheduleCreateCommand(), newScheduleListCommand(), newScheduleTriggerCommand(), newScheduleDeleteCommand())
+	return c
+}
+
+func newScheduleCreateCommand() *cobra.Command {
+	var o bulkOptions
+	var cron string
+	c := &cobra.Command{
+		Use:   "create NAME --cron SPEC --from REGION --to REGION (--pool POOL | --rack UUID | --names A,B)",
+		Short: "Run a bulk migration on a cron schedule",
+		Long: `Create the Temporal Schedule bulk-migrate/NAME: at each time of --cron (five fields, UTC unless
+prefixed with CRON_TZ=Zone) it starts the bulk migration the flags describe, whose machines are
+selected when it starts. A run still going at the next time makes that time be skipped.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if err := checkName(name); err != nil {
+				return err
+			}
+			if strings.TrimSpace(cron) == "" {
+				return errors.New("--cron is required, e.g. --cron \"0 2 * * *\" for 02:00 every day")
+			}
+			in, err := o.input()
+			if err != nil {
+				return err
+			}
+			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			id := workflows.BulkMigrateID(name)
+			_, err = tc.ScheduleClient().Create(cmd.Context(), client.ScheduleOptions{
+				ID:   id,
+				Spec: client.ScheduleSpec{CronExpressions: []string{cron}},
+				Action: &client.ScheduleWorkflowAction{
+					ID:                    id,
+					Workflow:              workflows.BulkMigrate,
+					Args:                  []any{in},
+					TaskQueue:             workflows.TaskQueue,
+					TypedSearchAttributes: bulkSearchAttributes(in),
+				},
+				Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+				Memo:    map[string]any{memoCron: cron, memoInput: in},
+			})
+			var invalid *serviceerror.InvalidArgument
+			switch {
+			case errors.Is(err, temporal.ErrScheduleAlreadyRunning):
+				return fmt.Errorf("schedule %s already exists; delete it first (ironflow migrations schedule delete %s)", name, name)
+			case errors.As(err, &invalid) && strings.Contains(invalid.Message, "schedule spec"):
+				return fmt.Errorf("invalid --cron %q for schedule %s: %s", cron, name, invalid.Message)
+			case err != nil:
+				return fmt.Errorf("create schedule %s: %w", name, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Created schedule %s (%s): bulk migration of %s from %s to %s\n", name, cron, in.Selector, in.SourceRegion, in.TargetRegion)
+			return nil
+		},
+	}
+	o.addFlags(c)
+	c.Flags().StringVar(&cron, "cron", "", `when to run, as a cron expression: "0 2 * * *" is 02:00 UTC every day`)
+	return c
+}
+
+// schedule is one bulk migration schedule as `schedule list` shows it.
+type schedule struct {
+	Name           string                     `json:"Name"`
+	ScheduleID     string                     `json:"ScheduleID"`
+	Cron           string                     `json:"Cron"`
+	Paused         bool                       `json:"Paused"`
+	NextRun        time.Time                  `json:"NextRun,omitzero"`
+	LastRun        time.Time                  `json:"LastRun,omitzero"`
+	LastWorkflowID string                     `json:"LastWorkflowID,omitempty"`
+	Input          workflows.BulkMigrateInput `json:"Input"`
+}
+
+var scheduleColumns = []column[schedule]{
+	{"NAME", func(s schedule) string { return s.Name }},
+	{"CRON", func(s schedule) string { return s.Cron }},
+	{"FROM", func(s schedule) string { return s.Input.SourceRegion }},
+	{"TO", func(s schedule) string { return s.Input.TargetRegion }},
+	{"SELECTOR", func(s schedule) string { return s.Input.Selector.String() }},
+	{"WINDOW", func(s schedule) string { return cellInt(s.Input.Window) }},
+	{"PAUSED", func(s schedule) string { return cellBool(s.Paused) }},
+	{"NEXT RUN", func(s schedule) string { return cellTime(s.NextRun) }},
+	{"LAST RUN", func(s schedule) string { return cellTime(s.LastRun) }},
+}
+
+func newScheduleListCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List the bulk migration schedules",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			list, err := listSchedules(cmd.Context(), tc)
+			if err != nil {
+				return err
+			}
+			return render(cmd, list, list, scheduleColumns)
+		},
+	}
+	return c
+}
+
+// listSchedules returns the bulk migration schedules by name; other schedules of the
+// namespace are left out.
+func listSchedules(ctx context.Context, tc client.Client) ([]schedule, error) {
+	it, err := tc.ScheduleClient().List(ctx, client.ScheduleListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	prefix := workflows.BulkMigrateID("")
+	list := []schedule{}
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		if !strings.HasPrefix(e.ID, prefix) {
+			continue
+		}
+		s := schedule{Name: strings.TrimPrefix(e.ID, prefix), ScheduleID: e.ID, Paused: e.Paused}
+		if len(e.NextActionTimes) > 0 {
+			s.NextRun = e.NextActionTimes[0]
+		}
+		if n := len(e.RecentActions); n > 0 {
+			s.LastRun = e.RecentActions[n-1].ActualTime
+			if w := e.RecentActions[n-1].StartWorkflowResult; w != nil {
+				s.LastWorkflowID = w.WorkflowID
+			}
+		}
+		fields := e.Memo.GetFields()
+		dc := converter.GetDefaultDataConverter()
+		if p := fields[memoCron]; p != nil {
+			_ = dc.FromPayload(p, &s.Cron) // a memo written by hand shows empty
+		}
+		if p := fields[memoInput]; p != nil {
+			_ = dc.FromPayload(p, &s.Input)
+		}
+		list = append(list, s)
+	}
+	slices.SortFunc(list, func(a, b schedule) int { return strings.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
+// scheduleCommand is a command on one existing schedule, NAME.
+func scheduleCommand(use, short string, do func(ctx context.Context, h client.ScheduleHandle) error, done string) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if err := checkName(name); err != nil {
+				return err
+			}
+			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			err = do(cmd.Context(), tc.ScheduleClient().GetHandle(cmd.Context(), workflows.BulkMigrateID(name)))
+			var notFound *serviceerror.NotFound
+			if errors.As(err, &notFound) {
+				return fmt.Errorf("no schedule %s (see ironflow migrations schedule list)", name)
+			}
+			if err != nil {
+				return fmt.Errorf("%s schedule %s: %w", use, name, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), done+"\n", name)
+			return nil
+		},
+	}
+	return c
+}
+
+func newScheduleDeleteCommand() *cobra.Command {
+	return scheduleCommand("delete", "Delete a bulk migration schedule; running bulk migrations go on",
+		func(ctx context.Context, h client.ScheduleHandle) error { return h.Delete(ctx) },
+		"Deleted schedule %s")
+}
+
+func newScheduleTriggerCommand() *cobra.Command {
+	return scheduleCommand("trigger", "Start a schedule's bulk migration now (skipped while one still runs)",
+		func(ctx context.Context, h client.ScheduleHandle) error {
+			return h.Trigger(ctx, client.ScheduleTriggerOptions{})
+		},
+		"Triggered schedule %s; follow it with: ironflow migrations schedule list")
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/workers"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// The bulk migration tests run in a namespace of their own on the shared dev server, with a
+// worker running the real BulkMigrate and MigrateMachine workflows over fake activities (the
+// shared worker of the default namespace knows MigrateMachine only).
+const bulkNamespace = "ironflow-bulk"
+
+var bulkNS struct {
+	once sync.Once
+	err  error
+}
+
+// fakeSelector stands in for activities.Activities.SelectMachines: pools of machine UUIDs.
+type fakeSelector struct {
+	mu    sync.Mutex
+	pools map[string][]string
+}
+
+func (s *fakeSelector) SelectMachines(_ context.Context, in activities.SelectInput) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in.Region != "region-a" || in.Selector.Pool == "" {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("unexpected selection %+v", in), activities.ErrInvalidSelector, nil)
+	}
+	return slices.Sorted(slices.Values(s.pools[in.Selector.Pool])), nil
+}
+
+// bulkSetup is a worker in bulkNamespace, a client of it, and a pool of machines: known
+// ones that migrate, and unknown ones that the fake ValidateMigration refuses.
+type bulkSetup struct {
+	tc      client.Client
+	pool    string
+	known   []string
+	unknown []string
+}
+
+func newBulkSetup(t *testing.T, known, unknown int) *bulkSetup {
+	temporalEnv(t)
+	bulkNS.once.Do(func() { bulkNS.err = registerNamespace(shared.server.Address, bulkNamespace) })
+	if bulkNS.err != nil {
+		t.Fatal(bulkNS.err)
+	}
+	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", bulkNamespace)
+	tc, err := client.Dial(client.Options{HostPort: shared.server.Address, Namespace: bulkNamespace, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	s := &bulkSetup{tc: tc, pool: "pool-" + uuid.NewString()}
+	fake := newFakeActivities()
+	for range known {
+		id := uuid.NewString()
+		fake.addMachine(id, "m-"+id)
+		s.known = append(s.known, id)
+	}
+	for range unknown {
+		s.unknown = append(s.unknown, uuid.NewString())
+	}
+	sel := &fakeSelector{pools: map[string][]string{s.pool: append(slices.Clone(s.known), s.unknown...)}}
+	w := worker.New(tc, workflows.TaskQueue, worker.Options{})
+	w.RegisterWorkflow(workflows.MigrateMachine)
+	w.RegisterWorkflow(workflows.BulkMigrate)
+	w.RegisterActivity(fake)
+	w.RegisterActivity(sel)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return s
+}
+
+// registerNamespace adds namespace with the workflows' search attributes, and waits until
+// the server serves it.
+func registerNamespace(address, namespace string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: address, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: namespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register namespace %s: %w", namespace, err)
+	}
+	for {
+		if err = workers.RegisterSearchAttributes(ctx, c, namespace); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s not ready: %w", namespace, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Bad flags are refused before Temporal is contacted: the address points nowhere.
+func TestBulkFlagsRefused(t *testing.T) {
+	t.Setenv("IRONFLOW_TEMPORAL_ADDRESS", "127.0.0.1:1")
+	selection := []string{"--from", "region-a", "--to", "region-b", "--pool", "gold"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no selector", []string{"--from", "region-a", "--to", "region-b"}, "missing the machines to migrate: give --pool, --rack or --names"},
+		{"same region", []string{"--from", "region-a", "--to", "region-a", "--pool", "gold"}, `invalid bulk migration: source and target region are both "region-a"`},
+		{"no target", []string{"--from", "region-a", "--pool", "gold"}, "--from and --to are required"},
+		{"names and pool", append(slices.Clone(selection), "--names", "a,b"), "[names pool] were all set"},
+		{"rack not a UUID", []string{"--from", "region-a", "--to", "region-b", "--rack", "r1"}, `--rack "r1" is not a rack UUID`},
+		{"window 0", append(slices.Clone(selection), "--window", "0"), "--window 0 is not between 1 and 50"},
+		{"window 51", append(slices.Clone(selection), "--window", "51"), "--window 51 is not between 1 and 50"},
+		{"empty name", []string{"--from", "region-a", "--to", "region-b", "--names", "a,,b"}, "the selector lists an empty machine name"},
+	}
+	for _, tt := range tests {
+		for _, command := range [][]string{
+			{"migrations", "bulk", "--name", "n"},
+			{"migrations", "schedule", "create", "n", "--cron", "0 2 * * *"},
+		} {
+			t.Run(command[1]+" "+tt.name, func(t *testing.T) {
+				code, out, stderr := ironflow(t, "", append(slices.Clone(command), tt.args...)...)
+				if code == 0 || out != "" || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "connect to Temporal") {
+					t.Errorf("exit %d, stdout %q, stderr %q; want a refusal saying %q", code, out, stderr, tt.want)
+				}
+			})
+		}
+	}
+	for _, args := range [][]string{
+		{"migrations", "schedule", "create", "a/b", "--cron", "0 2 * * *", "--from", "region-a", "--to", "region-b", "--pool", "gold"},
+		{"migrations", "schedule", "create", "n", "--from", "region-a", "--to", "region-b", "--pool", "gold"},
+		{"migrations", "bulk", "--name", "a b", "--from", "region-a", "--to", "region-b", "--pool", "gold"},
+		{"migrations", "schedule", "delete", "a/b"},
+	} {
+		code, _, stderr := ironflow(t, "", args...)
+		if code == 0 || strings.Contains(stderr, "connect to Temporal") || !strings.Contains(stderr, "must be non-empty, without spaces or slashes") && !strings.Contains(stderr, "--cron is required") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+// A bulk migration of a pool where one machine cannot migrate: the others migrate, the
+// command prints the result, then fails naming how many failed.
+func TestBulkCommandMigratesAPool(t *testing.T) {
+	s := newBulkSetup(t, 3, 1)
+	name := "now-" + uuid.NewString()
+	code, out, stderr := ironflow(t, "", "migrations", "bulk", "--name", name, "--from", "region-a", "--to", "region-b", "--pool", s.pool, "--window", "2", "--wait")
+	if code == 0 || !strings.Contains(stderr, "1 of 4 machines failed to migrate") || !strings.Contains(stderr, "3/4 migrated, 1 failed\n") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	res := decode[workflows.BulkMigrateResult](t, out)
+	slices.Sort(res.Succeeded)
+	wantFailed := []workflows.MachineFailure{{Machine: s.unknown[0], Error: "machine " + s.unknown[0] + " not found on region region-a"}}
+	if res.Total != 4 || !slices.Equal(res.Succeeded, slices.Sorted(slices.Values(s.known))) || !slices.Equal(res.Failed, wantFailed) {
+		t.Errorf("result %+v, want %v migrated and %+v", res, s.known, wantFailed)
+	}
+
+	code, _, stderr = ironflow(t, "", "migrations", "bulk", "--name", name, "--from", "region-a", "--to", "region-b", "--pool", s.pool)
+	if code != 0 {
+		t.Errorf("a second bulk migration of the same name once the first ended: exit %d, %s", code, stderr)
+	}
+}
+
+func TestScheduleLifecycle(t *testing.T) {
+	s := newBulkSetup(t, 2, 0)
+	name := "nightly-" + uuid.NewString()
+	create := []string{"migrations", "schedule", "create", name, "--cron", "0 2 * * *", "--from", "region-a", "--to", "region-b", "--pool", s.pool, "--window", "3"}
+	code, out, stderr := ironflow(t, "", create...)
+	if code != 0 || !strings.Contains(out, "Created schedule "+name+" (0 2 * * *): bulk migration of pool "+s.pool+" from region-a to region-b") {
+		t.Fatalf("create: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	code, _, stderr = ironflow(t, "", create...)
+	if code == 0 || !strings.Contains(stderr, "schedule "+name+" already exists") {
+		t.Errorf("second create: exit %d, stderr %q", code, stderr)
+	}
+	bad := "bad-" + uuid.NewString()
+	code, _, stderr = ironflow(t, "", "migrations", "schedule", "create", bad, "--cron", "0 25 * * *", "--from", "region-a", "--to", "region-b", "--pool", s.pool)
+	if code == 0 || !strings.Contains(stderr, `invalid --cron "0 25 * * *" for schedule `+bad+": Invalid schedule spec: Hour is not in range [0-23]") {
+		t.Errorf("create with a bad cron: exit %d, stderr %q", code, stderr)
+	}
+	var notFound *serviceerror.NotFound
+	if _, err := s.tc.ScheduleClient().GetHandle(context.Background(), workflows.BulkMigrateID(bad)).Describe(context.Background()); !errors.As(err, &notFound) {
+		t.Errorf("the refused schedule exists: %v", err)
+	}
+
+	wantInput := workflows.BulkMigrateInput{SourceRegion: "region-a", TargetRegion: "region-b", Selector: activities.Selector{Pool: s.pool}, Window: 3, WaitForRunningJob: 10 * time.Minute}
+	var listed schedule
+	eventually(t, func() string {
+		code, out, stderr := ironflow(t, "", "migrations", "schedule", "list")
+		if code != 0 {
+			return "list: " + stderr
+		}
+		for _, sc := range decode[[]schedule](t, out) {
+			if sc.Name == bad {
+				t.Fatalf("list shows the refused schedule: %s", out)
+			}
+			if sc.Name == name {
+				listed = sc
+				return ""
+			}
+		}
+		return "schedule not listed yet: " + out
+	})
+	if listed.Input.SkipMachineDestroy == nil || !*listed.Input.SkipMachineDestroy {
+		t.Errorf("listed input %+v, want SkipMachineDestroy true", listed.Input)
+	}
+	listed.Input.SkipMachineDestroy = nil
+	next := time.Now().UTC().Truncate(24 * time.Hour).Add(2 * time.Hour)
+	if !next.After(time.Now()) {
+		next = next.Add(24 * time.Hour)
+	}
+	if listed.Cron != "0 2 * * *" || listed.ScheduleID != workflows.BulkMigrateID(name) || listed.Paused || !listed.NextRun.Equal(next) ||
+		!equalInput(listed.Input, wantInput) {
+		t.Errorf("listed %+v, want cron 0 2 * * *, next run %s, input %+v", listed, next, wantInput)
+	}
+
+	code, out, stderr = ironflow(t, "", "migrations", "schedule", "trigger", name)
+	if code != 0 || !strings.HasPrefix(out, "Triggered schedule "+name) {
+		t.Fatalf("trigger: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	var workflowID string
+	eventually(t, func() string {
+		desc, err := s.tc.ScheduleClient().GetHandle(context.Background(), workflows.BulkMigrateID(name)).Describe(context.Background())
+		if err != nil {
+			return err.Error()
+		}
+		if n := len(desc.Info.RecentActions); n == 0 || desc.Info.RecentActions[n-1].StartWorkflowResult == nil {
+			return "no action yet"
+		}
+		workflowID = desc.Info.RecentActions[0].StartWorkflowResult.WorkflowID
+		return ""
+	})
+	if !strings.HasPrefix(workflowID, workflows.BulkMigrateID(name)+"-") {
+		t.Errorf("the schedule started workflow %s, want bulk-migrate/%s-<time>", workflowID, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var res workflows.BulkMigrateResult
+	if err := s.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &res); err != nil {
+		t.Fatalf("triggered bulk migration: %v", err)
+	}
+	if res.Total != 2 || !slices.Equal(slices.Sorted(slices.Values(res.Succeeded)), slices.Sorted(slices.Values(s.known))) || len(res.Failed) != 0 {
+		t.Errorf("triggered bulk migration result %+v, want %v migrated", res, s.known)
+	}
+
+	code, out, stderr = ironflow(t, "", "migrations", "schedule", "delete", name)
+	if code != 0 || out != "Deleted schedule "+name+"\n" {
+		t.Fatalf("delete: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	for _, verb := range []string{"delete", "trigger"} {
+		code, _, stderr = ironflow(t, "", "migrations", "schedule", verb, name)
+		if code == 0 || !strings.Contains(stderr, "no schedule "+name) {
+			t.Errorf("%s of a deleted schedule: exit %d, stderr %q", verb, code, stderr)
+		}
+	}
+	eventually(t, func() string {
+		_, out, _ := ironflow(t, "", "migrations", "schedule", "list")
+		if strings.Contains(out, name) {
+			return "deleted schedule still listed: " + out
+		}
+		return ""
+	})
+}
+
+func equalInput(a, b workflows.BulkMigrateInput) bool {
+	return a.SourceRegion == b.SourceRegion && a.TargetRegion == b.TargetRegion && a.Window == b.Window &&
+		a.WaitForRunningJob == b.WaitForRunningJob && a.Continuation == nil && b.Continuation == nil &&
+		a.Selector.Pool == b.Selector.Pool && a.Selector.Rack == b.Selector.Rack && slices.Equal(a.Selector.Names, b.Selector.Names)
+}

@@ -1,0 +1,139 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/workers"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// bulkHistoryDir holds the recorded BulkMigrate histories; a directory of its own, as the
+// replayer of testdata/*.json runs MigrateMachine only.
+var bulkHistoryDir = filepath.Join("testdata", "bulk")
+
+// TestBulkMigrateOnDevServer runs BulkMigrate with the real worker wiring and activities over
+// fake regions: of three machines named, two migrate and the third, already being migrated
+// by a migration started before, is reported as such. With -record it writes the history for
+// TestReplayBulkMigrateHistories.
+func TestBulkMigrateOnDevServer(t *testing.T) {
+	c := devServer(t)
+	names := []string{"bulk-a", "bulk-b", "bulk-c"}
+	uuids := []string{"2d4d6c8e-0000-4000-8000-00000000000a", "2d4d6c8e-0000-4000-8000-00000000000b", "2d4d6c8e-0000-4000-8000-00000000000c"}
+	west := startBulkWorker(t, c, names, uuids, func(m *api.Machine) {
+		if m.Uuid == uuids[2] {
+			m.Meta[api.MetaAgentLastSeen] = "2026-11-30T06:00:00Z" // an agent that never comes back: its migration waits
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	busy, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(uuids[2]), workflows.MigrateMachine,
+		workflows.MigrateMachineInput{SourceRegion: "east", TargetRegion: "west", Machine: uuids[2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForPhase(ctx, t, c, busy, workflows.PhaseRepointing)
+
+	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Names: names}, Window: 2}
+	run, err := c.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("nightly"), workflows.BulkMigrate, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BulkMigrateResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(res.Succeeded)
+	want := []workflows.MachineFailure{{Machine: uuids[2], Error: "machine " + uuids[2] + " is already being migrated by " + workflows.MigrateMachineID(uuids[2])}}
+	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids[:2]) || !slices.Equal(res.Failed, want) {
+		t.Errorf("result %+v, want %v migrated and %+v", res, uuids[:2], want)
+	}
+	for _, u := range uuids[:2] {
+		if m, ok := west.Machine(u); !ok || !m.Runnable {
+			t.Errorf("machine %s not active on west: %+v", u, m)
+		}
+	}
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join(bulkHistoryDir, "bulk_migrate_history.json"))
+	}
+	if err := c.CancelWorkflow(ctx, busy.GetID(), busy.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := busy.Get(ctx, nil); !temporal.IsCanceledError(err) {
+		t.Errorf("the migration already running: got %v, want it cancelled", err)
+	}
+}
+
+// With two machines per run, three machines take two runs; with -record both histories are
+// written, so the replay covers continue-as-new and the run that continues.
+func TestBulkMigrateOnDevServerContinuesAsNew(t *testing.T) {
+	c := devServer(t)
+	names := []string{"cont-a", "cont-b", "cont-c"}
+	uuids := []string{"3e5e7d9f-0000-4000-8000-00000000000a", "3e5e7d9f-0000-4000-8000-00000000000b", "3e5e7d9f-0000-4000-8000-00000000000c"}
+	west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Names: names}, Window: 1, MachinesPerRun: 2}
+	run, err := c.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("continued"), workflows.BulkMigrate, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRunID := run.GetRunID()
+	var res workflows.BulkMigrateResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids) || len(res.Failed) != 0 {
+		t.Errorf("result %+v, want %v migrated in order", res, uuids)
+	}
+	for _, u := range uuids {
+		if _, ok := west.Machine(u); !ok {
+			t.Errorf("machine %s not on west", u)
+		}
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastRunID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if lastRunID == firstRunID {
+		t.Fatal("the bulk migration did not continue as new")
+	}
+	if *record {
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), firstRunID), filepath.Join(bulkHistoryDir, "bulk_migrate_continued_as_new_history.json"))
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), lastRunID), filepath.Join(bulkHistoryDir, "bulk_migrate_continuation_history.json"))
+	}
+}
+
+// startBulkWorker puts the named machines on a fake east region (change adjusts each), and
+// runs the real worker over east and an empty west until the test ends. It returns west.
+func startBulkWorker(t *testing.T, c client.Client, names, uuids []string, change func(*api.Machine)) *regiontest.Region {
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	for i, name := range names {
+		m := birdy()
+		m.Uuid, m.Name, m.CurrentJob = uuids[i], name, ""
+		m.HardwareAddrs = []string{fmt.Sprintf("52:54:00:00:00:%02x", i)}
+		change(&m)
+		east.Put(m)
+	}
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return west
+}

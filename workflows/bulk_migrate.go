@@ -1,0 +1,282 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/activities"
+)
+
+// Window bounds of BulkMigrate: how many machines migrate at once.
+const (
+	DefaultBulkWindow = 5
+	MaxBulkWindow     = 50
+)
+
+// DefaultBulkMachinesPerRun is how many machines one run of BulkMigrate migrates before it
+// continues as new with the rest, which keeps each run's history a few thousand events long.
+const DefaultBulkMachinesPerRun = 500
+
+// maxFailureMessage bounds the failure message kept per machine: the messages travel in
+// the continue-as-new input and the result.
+const maxFailureMessage = 500
+
+// BulkMigrateID is the workflow ID of the bulk migration called name. A Temporal Schedule
+// appends the scheduled time to it for each run it starts.
+func BulkMigrateID(name string) string { return "bulk-migrate/" + name }
+
+// BulkMigrateStartOptions are the options to start the bulk migration called name now: a
+// running one of the same name makes the start fail.
+func BulkMigrateStartOptions(name string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                                       BulkMigrateID(name),
+		TaskQueue:                                TaskQueue,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
+}
+
+// BulkMigrateInput selects machines on SourceRegion and migrates each to TargetRegion with
+// a MigrateMachine child workflow, at most Window at once.
+type BulkMigrateInput struct {
+	SourceRegion string
+	TargetRegion string
+	Selector     activities.Selector
+	// Window is how many machines migrate at once: 0 means DefaultBulkWindow, at most MaxBulkWindow.
+	Window int
+	// SkipMachineDestroy and WaitForRunningJob are passed to every MigrateMachine.
+	SkipMachineDestroy *bool
+	WaitForRunningJob  time.Duration
+	// MachinesPerRun is how many machines a run migrates before it continues as new; 0 means
+	// DefaultBulkMachinesPerRun. Part of the input so every run, and its replay, agree on it.
+	MachinesPerRun int `json:",omitempty"`
+	// Continuation is set by the workflow itself when it continues as new: the machines left
+	// and what earlier runs did. Leave it nil when starting a bulk migration.
+	Continuation *BulkContinuation `json:",omitempty"`
+}
+
+// BulkContinuation carries a bulk migration across continue-as-new.
+type BulkContinuation struct {
+	Remaining []string // machine UUIDs not started yet, in order
+	Done      BulkMigrateResult
+}
+
+// BulkMigrateResult lists what happened to each selected machine, by UUID.
+type BulkMigrateResult struct {
+	Total     int
+	Succeeded []string
+	Failed    []MachineFailure
+}
+
+// MachineFailure is a machine whose migration failed, and why.
+type MachineFailure struct {
+	Machine string // UUID
+	Error   string
+}
+
+// BulkProgress is the answer of BulkMigrate's progress query. Done counts the machines
+// migrated, Failed those whose migration failed (or could not start), Running those migrating
+// now; the rest of Total have not started.
+type BulkProgress struct {
+	Total          int
+	Done           int
+	Failed         int
+	Running        int
+	FailedMachines []MachineFailure
+}
+
+// BulkMigrate migrates the machines a selector chooses, each with a MigrateMachine child
+// workflow, keeping at most Window children running (DESIGN.md "BulkMigrate"). A machine
+// whose migration fails, or is already being migrated, is recorded and the others go on.
+// Cancelling the bulk migration cancels the running children, which undo their steps, and
+// starts no more. After MachinesPerRun machines it continues as new with the rest.
+func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, error) {
+	b := &bulkMigration{in: in}
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, b.query); err != nil {
+		return BulkMigrateResult{}, fmt.Errorf("register progress query: %w", err)
+	}
+	if err := in.Check(); err != nil {
+		return BulkMigrateResult{}, temporal.NewNonRetryableApplicationError("invalid bulk migration input: "+err.Error(), ErrInvalidInput, nil)
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
+		return BulkMigrateResult{}, fmt.Errorf("upsert search attributes: %w", err)
+	}
+	machines, err := b.machines(ctx)
+	if err != nil {
+		return BulkMigrateResult{}, err
+	}
+	n := min(len(machines), in.machinesPerRun())
+	thisRun, rest := machines[:n], machines[n:]
+	b.migrate(ctx, thisRun)
+	if ctx.Err() != nil {
+		return b.result, ctx.Err()
+	}
+	if len(rest) > 0 {
+		next := in
+		next.Continuation = &BulkContinuation{Remaining: rest, Done: b.result}
+		return BulkMigrateResult{}, workflow.NewContinueAsNewError(ctx, BulkMigrate, next)
+	}
+	return b.result, nil
+}
+
+// Check refuses an input the workflow would refuse, so callers can refuse it before starting.
+func (in BulkMigrateInput) Check() error {
+	var problems []error
+	if in.SourceRegion == "" || in.TargetRegion == "" {
+		problems = append(problems, errors.New("SourceRegion and TargetRegion are required"))
+	} else if in.SourceRegion == in.TargetRegion {
+		problems = append(problems, fmt.Errorf("source and target region are both %q", in.SourceRegion))
+	}
+	if in.Window < 0 || in.Window > MaxBulkWindow {
+		problems = append(problems, fmt.Errorf("Window %d is not between 1 and %d (0: %d)", in.Window, MaxBulkWindow, DefaultBulkWindow))
+	}
+	if in.MachinesPerRun < 0 {
+		problems = append(problems, errors.New("MachinesPerRun must not be negative"))
+	}
+	if in.WaitForRunningJob < 0 {
+		problems = append(problems, errors.New("WaitForRunningJob must not be negative"))
+	}
+	if in.Continuation == nil {
+		if err := in.Selector.Check(); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return errors.Join(problems...)
+}
+
+func (in BulkMigrateInput) window() int {
+	if in.Window == 0 {
+		return DefaultBulkWindow
+	}
+	return in.Window
+}
+
+func (in BulkMigrateInput) machinesPerRun() int {
+	if in.MachinesPerRun == 0 {
+		return DefaultBulkMachinesPerRun
+	}
+	return in.MachinesPerRun
+}
+
+// bulkMigration is the state of one BulkMigrate run.
+type bulkMigration struct {
+	in      BulkMigrateInput
+	result  BulkMigrateResult
+	running int
+}
+
+// machines returns the machines left to migrate: the continuation's, or those the selector
+// chooses on the source region.
+func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
+	if c := b.in.Continuation; c != nil {
+		b.result = c.Done
+		return c.Remaining, nil
+	}
+	var machines []string
+	sel := activities.SelectInput{Region: b.in.SourceRegion, Selector: b.in.Selector}
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, regionCallOptions), acts.SelectMachines, sel).Get(ctx, &machines); err != nil {
+		return nil, err
+	}
+	b.result.Total = len(machines)
+	return machines, nil
+}
+
+// migrate runs a MigrateMachine child per machine, starting the next one whenever one ends,
+// until all have ended. Once ctx is cancelled it starts no more and waits for the running
+// children, which the cancellation reaches, to finish undoing their steps.
+func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
+	runWindowed(ctx, machines, b.in.window(), b.start, func(machine string, err error) {
+		b.running--
+		if err != nil {
+			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: machine, Error: failureOf(machine, err)})
+			return
+		}
+		b.result.Succeeded = append(b.result.Succeeded, machine)
+	})
+}
+
+// runWindowed calls start for each item in order, keeping at most window of the futures it
+// returns pending, and calls done as each one resolves, until all started have resolved. It
+// starts no more items once ctx is cancelled.
+func runWindowed(ctx workflow.Context, items []string, window int, start func(workflow.Context, string) workflow.Future, done func(string, error)) {
+	sel := workflow.NewSelector(ctx)
+	running, next := 0, 0
+	for {
+		for running < window && next < len(items) && ctx.Err() == nil {
+			item := items[next]
+			next++
+			running++
+			sel.AddFuture(start(ctx, item), func(f workflow.Future) {
+				running--
+				done(item, f.Get(ctx, nil))
+			})
+		}
+		if running == 0 {
+			return
+		}
+		sel.Select(ctx)
+	}
+}
+
+// start starts the MigrateMachine child of one machine; it counts as running until
+// migrate's done sees it end.
+func (b *bulkMigration) start(ctx workflow.Context, machine string) workflow.Future {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            MigrateMachineID(machine),
+		TaskQueue:             TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		// Children end with their parent, undoing their steps, and the parent waits for that.
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			MachineUuidKey.ValueSet(machine), SourceRegionKey.ValueSet(b.in.SourceRegion), TargetRegionKey.ValueSet(b.in.TargetRegion)),
+	})
+	b.running++
+	return workflow.ExecuteChildWorkflow(cctx, MigrateMachine, MigrateMachineInput{
+		SourceRegion:       b.in.SourceRegion,
+		TargetRegion:       b.in.TargetRegion,
+		Machine:            machine,
+		SkipMachineDestroy: b.in.SkipMachineDestroy,
+		WaitForRunningJob:  b.in.WaitForRunningJob,
+	})
+}
+
+// failureOf says why a child failed, without the SDK's wrapping, in at most
+// maxFailureMessage bytes.
+func failureOf(machine string, err error) string {
+	var msg string
+	var appErr *temporal.ApplicationError
+	switch {
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+		msg = fmt.Sprintf("machine %s is already being migrated by %s", machine, MigrateMachineID(machine))
+	case temporal.IsCanceledError(err):
+		msg = "migration canceled"
+	case errors.As(err, &appErr):
+		msg = appErr.Message()
+	default:
+		msg = err.Error()
+		if cause := errors.Unwrap(err); cause != nil {
+			msg = cause.Error()
+		}
+	}
+	if len(msg) > maxFailureMessage {
+		msg = msg[:maxFailureMessage] + "..."
+	}
+	return msg
+}
+
+func (b *bulkMigration) query() (BulkProgress, error) {
+	return BulkProgress{
+		Total:          b.result.Total,
+		Done:           len(b.result.Succeeded),
+		Failed:         len(b.result.Failed),
+		Running:        b.running,
+		FailedMachines: append([]MachineFailure(nil), b.result.Failed...),
+	}, nil
+}
