@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,6 +23,17 @@ type HostRegion interface {
 	GetJob(ctx context.Context, key string) (api.Job, error)
 	JobLog(ctx context.Context, key string) (string, error)
 	DeleteJob(ctx context.Context, key string) error
+	SetMachineParam(ctx context.Context, key, name string, value any) error
+}
+
+// SetMachineParam sets one param of the machine at key with a merge patch, leaving the others.
+func (c ClientRegion) SetMachineParam(ctx context.Context, key, name string, value any) error {
+	patch, err := json.Marshal(map[string]any{"Params": map[string]any{name: value}})
+	if err != nil {
+		return fmt.Errorf("param %s: %w", name, err)
+	}
+	_, err = c.Machines().Patch(ctx, key, patch)
+	return err
 }
 
 // DeleteJob deletes the job at key.

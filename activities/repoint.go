@@ -88,12 +88,34 @@ type ESXiRewriteInput struct {
 // installs a temporary key that logs in (esxi.Repointer.Prepare).
 func (a *Activities) ESXiPrepare(ctx context.Context, in ESXiInput) (esxi.Prepared, error) {
 	var p esxi.Prepared
+	var trustedFirstUse bool
 	err := a.withRepointer(ctx, in, func(r *esxi.Repointer) error {
 		var err error
 		p, err = r.Prepare(ctx)
+		trustedFirstUse = r.Host.AllowTOFU // only set when no host key was recorded
 		return err
 	})
-	return p, err
+	if err != nil || !trustedFirstUse || p.HostKey == "" {
+		return p, err
+	}
+	return p, a.recordHostKey(ctx, in.MachineRef, p.HostKey)
+}
+
+// recordHostKey keeps a host key accepted on first use in the machine's ParamSSHHostKey, so
+// every later connection to the host is verified against it.
+func (a *Activities) recordHostKey(ctx context.Context, ref MachineRef, key string) error {
+	region, err := a.Regions.Region(ref.Region)
+	if err != nil {
+		return err
+	}
+	hr, ok := region.(HostRegion)
+	if !ok {
+		return nonRetryable(ErrHostUnusable, "region %s: its client (%T) cannot record machine params", ref.Region, region)
+	}
+	if err := hr.SetMachineParam(ctx, ref.Machine, ParamSSHHostKey, key); err != nil {
+		return classify(err, "record the SSH host key of machine %s on %s", ref.Machine, ref.Region)
+	}
+	return nil
 }
 
 // ESXiRewriteAgentConfig points the host's agent config at in.Endpoint over SSH with the

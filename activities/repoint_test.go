@@ -107,6 +107,13 @@ func (h *hostRegion) PutSecret(_ context.Context, _ string, s api.Secret) error 
 	return nil
 }
 
+func (h *hostRegion) SetMachineParam(_ context.Context, _, name string, value any) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.machine.Params[name] = value
+	return nil
+}
+
 func (h *hostRegion) DeleteSecret(_ context.Context, _, name string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -311,6 +318,9 @@ func TestESXiActivitiesRepointAndRestore(t *testing.T) {
 			}
 			if p.HostKey != h.sshd.HostKey || strings.Contains(fmt.Sprint(p), "PRIVATE") {
 				t.Errorf("Prepared = %+v", p)
+			}
+			if recorded := h.region.machine.Params[activities.ParamSSHHostKey]; recorded != h.sshd.HostKey {
+				t.Errorf("host key param after Prepare = %v, want the host's key (recorded on first use, or kept)", recorded)
 			}
 			if running, _ := h.svc.State(); !running {
 				t.Error("SSH service not running after Prepare")
