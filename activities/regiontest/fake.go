@@ -108,6 +108,21 @@ func (r *Region) Update(uuid string, change func(*api.Machine)) {
 	r.machines[uuid] = m
 }
 
+// SetMachineParam sets one param of the machine at key.
+func (r *Region) SetMachineParam(ctx context.Context, key, name string, value any) error {
+	m, err := r.GetMachine(ctx, key)
+	if err != nil {
+		return err
+	}
+	r.Update(m.Uuid, func(m *api.Machine) {
+		if m.Params == nil {
+			m.Params = map[string]any{}
+		}
+		m.Params[name] = value
+	})
+	return nil
+}
+
 // Machine returns a copy of the stored machine.
 func (r *Region) Machine(uuid string) (api.Machine, bool) {
 	r.mu.Lock()

@@ -500,7 +500,21 @@ func ensurePool(ctx context.Context, tx pgx.Tx, by Principal, name string) error
 	if !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	return pools.create(ctx, tx, by, &api.Pool{Name: name, Meta: map[string]string{}})
+	// Concurrent imports may create the same pool: the loser rolls back to a savepoint and
+	// uses the winner's.
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	err = pools.create(ctx, sp, by, &api.Pool{Name: name, Meta: map[string]string{}})
+	if pe := pgError(err); pe != nil && pe.Code == "23505" {
+		return sp.Rollback(ctx)
+	}
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return err
+	}
+	return sp.Commit(ctx)
 }
 
 // importProfiles creates the bundle's profiles this region lacks, included ones first, and

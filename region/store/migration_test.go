@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -536,5 +537,35 @@ func TestConcurrentImportsOfOneTicket(t *testing.T) {
 	}
 	if ok != 1 || replayed != 1 {
 		t.Fatalf("%d imports succeeded and %d were refused as replays, want 1 and 1", ok, replayed)
+	}
+}
+
+// TestConcurrentImportsIntoANewPool: machines of one pool the destination lacks, imported at
+// the same time (a rack transfer's window), all land; the pool is created once.
+func TestConcurrentImportsIntoANewPool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t)
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			m := api.Machine{
+				Uuid: fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1), Name: fmt.Sprintf("node-%d", i),
+				Pool: "gold", HardwareAddrs: []string{fmt.Sprintf("52:54:00:00:10:%02x", i)},
+			}
+			_, errs[i] = s.Import(ctx, ticketUse(fmt.Sprintf("pool-%d", i)), api.Bundle{Machine: m}, "https://drp2:8092")
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("import %d: %v", i, err)
+		}
+	}
+	var ms []api.Machine
+	if err := s.List(ctx, api.KindMachines, store.ListOptions{Filters: map[string]string{"Pool": "gold"}}, &ms); err != nil || len(ms) != n {
+		t.Fatalf("%d machines in pool gold, %v; want %d", len(ms), err, n)
 	}
 }
