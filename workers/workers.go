@@ -37,6 +37,7 @@ func NewMigrationWorker(c client.Client, acts *activities.Activities, opts ...Op
 // RegisterMigration registers the migration workflows and activities on r.
 func RegisterMigration(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.MigrateMachine)
+	r.RegisterWorkflow(workflows.TransferRack)
 	r.RegisterWorkflow(workflows.BulkMigrate)
 	r.RegisterActivity(acts)
 }

@@ -46,11 +46,12 @@ var permissions = map[string]map[string]grant{
 	// A rack writes only through the rack API, which confines it to its own rack; the generic
 	// routes would let it rewrite any rack or lease.
 	api.RoleRack: {
-		resOther:      {read: granted, write: denied},
-		api.KindUsers: {read: denied, write: denied},
-		resRackAPI:    {read: granted, write: granted},
-		resRackSecret: {read: denied, write: denied},
-		resSecrets:    {read: denied, write: denied},
+		resOther:        {read: granted, write: denied},
+		api.KindUsers:   {read: denied, write: denied},
+		resRackAPI:      {read: granted, write: granted},
+		resRackSecret:   {read: denied, write: denied},
+		resSecrets:      {read: denied, write: denied},
+		resRackTransfer: {read: denied, write: denied},
 	},
 	api.RoleMachine: {
 		resOther:         {read: denied, write: denied},

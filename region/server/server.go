@@ -99,6 +99,7 @@ func (s *Server) routes() {
 	s.handle(route{pattern: "GET " + p + "/jobs/{key}/log", resource: resJobLogs, ownable: true, h: s.showJobLog})
 	s.handle(route{pattern: "PUT " + p + "/jobs/{key}/log", resource: resJobLogs, write: true, ownable: true, h: s.appendJobLog})
 	s.rackRoutes()
+	s.transferRoutes()
 	s.migrationRoutes()
 	s.agentRoutes()
 	s.secretRoutes()

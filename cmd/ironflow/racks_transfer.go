@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// transferOptions are the flags of racks transfer.
+type transferOptions struct {
+	to         string
+	wait       bool
+	window     int
+	waitForJob time.Duration
+}
+
+func newRacksTransferCommand() *cobra.Command {
+	var o transferOptions
+	c := &cobra.Command{
+		Use:   "transfer RACK --to REGION [--wait]",
+		Short: "Move a rack controller, its network, pods, leases and machines to another region",
+		Long: `Move a rack from the -E region to REGION without forcing its deletion anywhere: the rack is
+paused, its fabrics, VLANs, subnets, pods and leases are copied, every machine behind it is
+migrated (--window at once), the rack is repointed (it keeps serving DHCP, TFTP and HTTP), then
+removed from the source and its queued operations are released on REGION.
+
+RACK is a UUID or a name (Name:rack-a or rack-a), resolved on the -E region. REGION is a name of
+the worker's regions file and the name of the target's rack secret in the rack's configuration.
+The transfer is the Temporal workflow transfer-rack/<rack uuid>: a second transfer of the same
+rack while one runs is refused. Without --wait it prints the workflow ID and run ID; with --wait
+it prints each phase and the machine counts on stderr as they change, then the result.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+	}
+	addTemporalFlags(c)
+	f := c.Flags()
+	f.StringVar(&o.to, "to", "", "target region name (required)")
+	f.BoolVar(&o.wait, "wait", false, "wait for the transfer, printing its progress on stderr")
+	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, "how many machines migrate at once")
+	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long each machine's migration waits for a running job to end")
+	return c
+}
+
+func (o transferOptions) run(cmd *cobra.Command, key string) error {
+	if o.to == "" {
+		return errors.New("missing the target region: ironflow racks transfer RACK --to REGION")
+	}
+	if o.window < 1 {
+		return fmt.Errorf("--window %d: at least one machine must migrate at a time", o.window)
+	}
+	if o.waitForJob < 0 {
+		return fmt.Errorf("--wait-for-running-job %s is negative", o.waitForJob)
+	}
+	rc := regionClient(cmd)
+	info, err := rc.Info(cmd.Context())
+	if err != nil {
+		return fmt.Errorf("source region: %w", err)
+	}
+	if info.Name == o.to {
+		return fmt.Errorf("rack %s is on region %s already", key, o.to)
+	}
+	if _, err := uuid.Parse(key); err != nil && !strings.Contains(key, ":") {
+		key = "Name:" + key
+	}
+	rack, err := rc.Racks().Get(cmd.Context(), key)
+	if err != nil {
+		return fmt.Errorf("rack %s on region %s: %w", key, info.Name, err)
+	}
+	in := workflows.TransferRackInput{SourceRegion: info.Name, TargetRegion: o.to, Rack: rack.Uuid, Window: o.window, WaitForRunningJob: o.waitForJob}
+	tc, err := dialTemporal(cmd, cliLogger(cmd))
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	run, err := startTransfer(cmd.Context(), tc, rack.Name, in)
+	if err != nil {
+		return err
+	}
+	if !o.wait {
+		started := startedMigration{WorkflowID: run.GetID(), RunID: run.GetRunID()}
+		fmt.Fprintf(cmd.ErrOrStderr(), "Follow it with: temporal workflow query --type %s --workflow-id %s\n", workflows.ProgressQuery, run.GetID())
+		return render(cmd, started, []startedMigration{started}, startedColumns)
+	}
+	res, err := waitTransfer(cmd.Context(), tc, run, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	return render(cmd, res, []workflows.TransferRackResult{res}, transferColumns)
+}
+
+// startTransfer starts TransferRack with the rack's workflow ID; a running transfer of the
+// same rack refuses the start.
+func startTransfer(ctx context.Context, tc client.Client, name string, in workflows.TransferRackInput) (client.WorkflowRun, error) {
+	opts := client.StartWorkflowOptions{
+		ID:                                       workflows.TransferRackID(in.Rack),
+		TaskQueue:                                workflows.TaskQueue,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.RackUuidKey.ValueSet(in.Rack),
+			workflows.SourceRegionKey.ValueSet(in.SourceRegion),
+			workflows.TargetRegionKey.ValueSet(in.TargetRegion),
+		),
+	}
+	run, err := tc.ExecuteWorkflow(ctx, opts, workflows.TransferRack, in)
+	var running *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &running) {
+		return nil, fmt.Errorf("rack %s is already being transferred by %s (run %s)", name, opts.ID, running.RunId)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the transfer of rack %s: %w", name, err)
+	}
+	return run, nil
+}
+
+// waitTransfer waits for run to end, writing its phase and machine counts to progress each
+// time they change, and each new error on its own line.
+func waitTransfer(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (workflows.TransferRackResult, error) {
+	var res workflows.TransferRackResult
+	done := make(chan error, 1)
+	go func() { done <- run.Get(ctx, &res) }()
+	var shown workflows.TransferProgress
+	show := func() {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		defer cancel()
+		v, err := tc.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
+		var p workflows.TransferProgress
+		if err != nil || v.Get(&p) != nil {
+			return // not answered yet or gone: try again later
+		}
+		if p.Phase != shown.Phase || p.MachinesDone != shown.MachinesDone || p.MachinesFailed != shown.MachinesFailed {
+			fmt.Fprintf(progress, "%s (machines %d/%d, %d failed)\n", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed)
+		}
+		for _, e := range p.Errors[min(len(shown.Errors), len(p.Errors)):] {
+			fmt.Fprintln(progress, "error:", e)
+		}
+		shown = p
+	}
+	ticker := time.NewTicker(progressInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-done:
+			show()
+			switch {
+			case ctx.Err() != nil:
+				return res, fmt.Errorf("stopped waiting; transfer %s goes on: %w", run.GetID(), ctx.Err())
+			case temporal.IsCanceledError(err):
+				return res, fmt.Errorf("transfer %s was canceled; the steps it had done before the repoint were undone", run.GetID())
+			case err != nil:
+				return res, fmt.Errorf("transfer %s failed: %s", run.GetID(), failureMessage(err))
+			}
+			return res, nil
+		case <-ticker.C:
+			show()
+		}
+	}
+}
+
+var transferColumns = []column[workflows.TransferRackResult]{
+	{"RACK", func(r workflows.TransferRackResult) string { return r.RackName }},
+	{"MACHINES", func(r workflows.TransferRackResult) string { return cellInt(r.Machines) }},
+	{"SUBNETS", func(r workflows.TransferRackResult) string { return cellInt(r.Copied.Subnets) }},
+	{"PODS", func(r workflows.TransferRackResult) string { return cellInt(r.Copied.Pods) }},
+	{"LEASES", func(r workflows.TransferRackResult) string { return cellInt(r.Copied.Leases) }},
+	{"RELEASED OPERATIONS", func(r workflows.TransferRackResult) string { return cellInt(r.Released) }},
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+const transferRackUUID = "aaaaaaaa-0000-4000-8000-0000000000aa"
+
+// rackRegion serves region-a's info and one rack, rack-a.
+func rackRegion(t *testing.T) string {
+	t.Helper()
+	rack := api.Rack{Uuid: transferRackUUID, Name: "rack-a", Status: api.RackOnline}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, http.StatusOK, api.Info{Name: "region-a", Uuid: "uuid-region-a", URL: "https://region-a.example:5240"})
+	})
+	mux.HandleFunc("GET /api/v1/racks/{key}", func(w http.ResponseWriter, r *http.Request) {
+		if key := r.PathValue("key"); key == rack.Uuid || key == "Name:"+rack.Name {
+			answer(w, http.StatusOK, rack)
+			return
+		}
+		answer(w, http.StatusNotFound, api.Error{Error: "rack " + r.PathValue("key") + " not found", Code: http.StatusNotFound})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestRacksTransferRefusesBadInput(t *testing.T) {
+	region := rackRegion(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no target", []string{"racks", "transfer", "rack-a"}, "missing the target region"},
+		{"no rack", []string{"racks", "transfer", "--to", "region-b"}, "accepts 1 arg"},
+		{"zero window", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--window", "0"}, "--window 0"},
+		{"negative job wait", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--wait-for-running-job", "-1s"}, "is negative"},
+		{"same region", []string{"racks", "transfer", "rack-a", "--to", "region-a"}, "is on region region-a already"},
+		{"unknown rack", []string{"racks", "transfer", "rack-z", "--to", "region-b"}, "rack Name:rack-z on region region-a: rack Name:rack-z not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, stderr := ironflow(t, region, tt.args...)
+			if code == 0 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want an error with %q", code, out, stderr, tt.want)
+			}
+		})
+	}
+}
+
+// racks transfer starts transfer-rack/<uuid> with the rack resolved by name on the -E region
+// as the source, and refuses a second transfer of the rack while one runs.
+func TestRacksTransferStartsTheWorkflow(t *testing.T) {
+	tc, _ := temporalEnv(t)
+	region := rackRegion(t)
+	id := workflows.TransferRackID(transferRackUUID)
+	code, out, stderr := ironflow(t, region, "racks", "transfer", "rack-a", "--to", "region-b", "--window", "3")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), id, "", "test over") })
+	started := decode[startedMigration](t, out)
+	if started.WorkflowID != id || started.RunID == "" {
+		t.Errorf("printed %+v, want workflow %s", started, id)
+	}
+	desc, err := tc.DescribeWorkflowExecution(context.Background(), id, started.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typ := desc.GetWorkflowExecutionInfo().GetType().GetName(); typ != "TransferRack" {
+		t.Errorf("workflow type %q", typ)
+	}
+	hist := tc.GetWorkflowHistory(context.Background(), id, started.RunID, false, 0)
+	first, err := hist.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in workflows.TransferRackInput
+	payload := first.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
+	if err := json.Unmarshal(payload.GetData(), &in); err != nil {
+		t.Fatal(err)
+	}
+	want := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: transferRackUUID, Window: 3, WaitForRunningJob: 10 * time.Minute}
+	if in != want {
+		t.Errorf("input %+v, want %+v", in, want)
+	}
+	code, _, stderr = ironflow(t, region, "racks", "transfer", transferRackUUID, "--to", "region-b")
+	if code == 0 || !strings.Contains(stderr, "rack rack-a is already being transferred by "+id) {
+		t.Errorf("second transfer: exit %d, stderr %q", code, stderr)
+	}
+}

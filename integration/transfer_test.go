@@ -1,0 +1,280 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/region/api"
+	regionclient "github.com/ironflow/ironflow/region/client"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// relayNet is a loopback /24 for this test process, added to rack-a's VLAN: the DHCP relay
+// the test plays listens on its .1 (giaddr:67), which must lie in a subnet the rack serves.
+// It stays clear of the /24s the rack packages' tests use (127.1-31.x.x).
+func relayNet() netip.Prefix {
+	pid := os.Getpid()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(32 + pid%32), byte(pid / 32 % 256), 0}), 24)
+}
+
+func relayNetAddr(last byte) netip.Addr {
+	b := relayNet().Addr().As4()
+	b[3] = last
+	return netip.AddrFrom4(b)
+}
+
+// dhcpRelay forwards DHCP requests to a rack's relay socket from giaddr:67 and reads the
+// replies there.
+type dhcpRelay struct {
+	conn   *net.UDPConn
+	rack   *net.UDPAddr
+	giaddr net.IP
+}
+
+func newDHCPRelay(t *testing.T, rackRelay string) *dhcpRelay {
+	t.Helper()
+	gi := relayNetAddr(1)
+	conn, err := server4.NewIPv4UDPConn("", &net.UDPAddr{IP: gi.AsSlice(), Port: dhcpv4.ServerPort})
+	if err != nil {
+		t.Fatalf("relay agent on %s:67: %v", gi, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	dst, err := net.ResolveUDPAddr("udp4", rackRelay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dhcpRelay{conn: conn, rack: dst, giaddr: gi.AsSlice()}
+}
+
+// exchange relays req and returns the reply with its xid; like a real client it retransmits
+// twice (RFC 2131 4.1) before giving up.
+func (r *dhcpRelay) exchange(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
+	req.GatewayIPAddr = r.giaddr
+	buf := make([]byte, 1500)
+	for range 3 {
+		if _, err := r.conn.WriteTo(req.ToBytes(), r.rack); err != nil {
+			return nil, err
+		}
+		r.conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		for {
+			n, _, err := r.conn.ReadFrom(buf)
+			var timeout net.Error
+			if errors.As(err, &timeout) && timeout.Timeout() {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if resp, err := dhcpv4.FromBytes(buf[:n]); err == nil && resp.TransactionID == req.TransactionID {
+				return resp, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no answer to %s", req.MessageType())
+}
+
+// dora runs DISCOVER, OFFER, REQUEST, ACK for mac and returns the acknowledged address.
+func (r *dhcpRelay) dora(mac net.HardwareAddr) (netip.Addr, error) {
+	discover, err := dhcpv4.NewDiscovery(mac)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	offer, err := r.exchange(discover)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if offer.MessageType() != dhcpv4.MessageTypeOffer {
+		return netip.Addr{}, fmt.Errorf("answer to DISCOVER is %s", offer.MessageType())
+	}
+	request, err := dhcpv4.NewRequestFromOffer(offer)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	ack, err := r.exchange(request)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if ack.MessageType() != dhcpv4.MessageTypeAck {
+		return netip.Addr{}, fmt.Errorf("answer to REQUEST is %s", ack.MessageType())
+	}
+	got, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
+	return got, nil
+}
+
+// doraLoop runs DORA for mac every interval until stop is closed and counts the outcomes.
+type doraLoop struct {
+	mu       sync.Mutex
+	ok       int
+	failures []string
+	done     chan struct{}
+}
+
+func startDORALoop(relay *dhcpRelay, mac net.HardwareAddr, want netip.Addr, interval time.Duration, stop <-chan struct{}) *doraLoop {
+	l := &doraLoop{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			got, err := relay.dora(mac)
+			l.mu.Lock()
+			switch {
+			case err != nil:
+				l.failures = append(l.failures, fmt.Sprintf("%s: %v", time.Now().Format(time.StampMilli), err))
+			case got != want:
+				l.failures = append(l.failures, fmt.Sprintf("%s: acknowledged %s, want the reservation %s", time.Now().Format(time.StampMilli), got, want))
+			default:
+				l.ok++
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// TestTransferRackKeepsDHCPServing transfers rack-a with its 24 machines from region-a to
+// region-b while a client behind the rack's relay runs DORA every 100 ms, and an operation
+// queued while the rack is paused is released on region-b.
+func TestTransferRackKeepsDHCPServing(t *testing.T) {
+	s := startStack(t, dev.StackOptions{Seed: true, RunWorker: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	a, b := regionClient(s, "region-a"), regionClient(s, "region-b")
+	rack := s.Racks["rack-a"]
+
+	machines, err := a.Machines().List(ctx, url.Values{"Rack": {rack.Uuid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(machines) != dev.RackMachines {
+		t.Fatalf("%d machines behind rack-a, want %d", len(machines), dev.RackMachines)
+	}
+	dhcpClient := machines[0]
+	mac, err := net.ParseMAC(dhcpClient.HardwareAddrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved := relayNetAddr(50)
+	relaySubnet := addRelaySubnet(ctx, t, a, rack.Uuid)
+	if _, err := a.Machines().Patch(ctx, dhcpClient.Uuid, []byte(fmt.Sprintf(`{"Address": %q}`, reserved))); err != nil {
+		t.Fatal(err)
+	}
+	relay := newDHCPRelay(t, rack.DHCPRelay)
+	// A rack starts degraded until its first heartbeat after it has its config.
+	pollUntil(t, 30*time.Second, "rack-a online", func() (bool, error) {
+		r, err := a.Racks().Get(ctx, rack.Uuid)
+		return r.Status == api.RackOnline, err
+	})
+	pollUntil(t, 30*time.Second, "rack-a answers DHCP for "+dhcpClient.Name+" with its reservation", func() (bool, error) {
+		got, err := relay.dora(mac)
+		return got == reserved, err
+	})
+
+	stop := make(chan struct{})
+	loop := startDORALoop(relay, mac, reserved, 100*time.Millisecond, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+	}()
+
+	in := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: rack.Uuid}
+	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.TransferRackID(rack.Uuid), TaskQueue: workflows.TaskQueue}, workflows.TransferRack, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForPhase(ctx, t, s, run.GetID(), workflows.PhaseMigratingMachines)
+	queued, err := a.QueueRackOperation(ctx, rack.Uuid, api.PendingOperation{Target: machines[1].Uuid, Kind: "power-on"})
+	if err != nil {
+		t.Fatalf("queue an operation while rack-a is paused: %v", err)
+	}
+	var res workflows.TransferRackResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("transfer failed: %v", err)
+	}
+	close(stop)
+	<-loop.done
+
+	if len(loop.failures) > 0 || loop.ok == 0 {
+		t.Errorf("DHCP during the transfer: %d DORA succeeded, %d failed: %v", loop.ok, len(loop.failures), loop.failures)
+	}
+	t.Logf("DHCP during the transfer: %d DORA exchanges, all acknowledged with %s", loop.ok, reserved)
+	if res.Machines != dev.RackMachines || res.Copied.Subnets != 2 || res.Released < 1 {
+		t.Errorf("result %+v: want %d machines, 2 subnets, the queued operation %d released", res, dev.RackMachines, queued.ID)
+	}
+
+	for _, m := range machines {
+		assertActiveOnExactlyOne(ctx, t, s, m.Uuid, "region-b")
+	}
+	moved, err := b.Racks().Get(ctx, rack.Uuid)
+	if err != nil {
+		t.Fatalf("rack-a on region-b: %v", err)
+	}
+	if moved.Status != api.RackOnline || !slices.Contains(moved.RegionEndpoints, s.Regions["region-b"].URL) {
+		t.Errorf("rack-a on region-b: Status %q, RegionEndpoints %v; want online, registered with %s", moved.Status, moved.RegionEndpoints, s.Regions["region-b"].URL)
+	}
+	assertGone(t, "rack-a on region-a", func() error { _, err := a.Racks().Get(ctx, rack.Uuid); return err })
+	for _, cidr := range []string{"10.42.0.0/24", relaySubnet.CIDR} {
+		if _, err := b.Subnets().Get(ctx, "CIDR:"+cidr); err != nil {
+			t.Errorf("subnet %s on region-b: %v", cidr, err)
+		}
+		assertGone(t, "subnet "+cidr+" on region-a", func() error { _, err := a.Subnets().Get(ctx, "CIDR:"+cidr); return err })
+	}
+	leases, err := b.Leases().List(ctx, url.Values{"MAC": {mac.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) == 0 || leases[0].Addr != reserved.String() {
+		t.Errorf("leases of %s on region-b: %+v, want one for %s", mac, leases, reserved)
+	}
+	if ops, err := b.RackOperations(ctx, rack.Uuid); err != nil || len(ops) != 0 {
+		t.Errorf("unreleased operations of rack-a on region-b: %v (%v)", ops, err)
+	}
+}
+
+// addRelaySubnet adds relayNet to the VLAN the rack serves on c, so relayed requests from
+// the test's giaddr reach a subnet of the rack.
+func addRelaySubnet(ctx context.Context, t *testing.T, c *regionclient.Client, rack string) api.Subnet {
+	t.Helper()
+	vlans, err := c.VLANs().List(ctx, url.Values{"PrimaryRack": {rack}})
+	if err != nil || len(vlans) != 1 {
+		t.Fatalf("VLANs of rack %s: %v (%v)", rack, vlans, err)
+	}
+	sn, err := c.Subnets().Create(ctx, api.Subnet{Name: "rack-a-relay", CIDR: relayNet().String(), VLAN: vlans[0].Uuid,
+		Gateway: relayNetAddr(1).String(), LeaseSeconds: 600,
+		// The rack serves no subnet without a dynamic range, reservations included.
+		DynamicRange: api.IPRange{Start: relayNetAddr(100).String(), End: relayNetAddr(199).String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sn
+}
+
+func assertGone(t *testing.T, what string, get func() error) {
+	t.Helper()
+	var apiErr *regionclient.APIError
+	if err := get(); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Errorf("%s: want 404, got %v", what, err)
+	}
+}

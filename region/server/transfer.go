@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/store"
+)
+
+// resRackTransfer is moving racks between regions and their queue of pending operations:
+// operators and admins; readonly tokens may read; rack and machine tokens may not.
+const resRackTransfer = "racktransfer"
+
+// maxRackBundle bounds a rack bundle: its network, pods and every lease of its subnets.
+const maxRackBundle = 64 << 20
+
+// transferRoutes registers the rack transfer endpoints (region/api/transfer.go).
+func (s *Server) transferRoutes() {
+	coll := api.PathPrefix + "/" + api.KindRacks
+	item := coll + "/{uuid}"
+	s.handle(route{pattern: "POST " + item + "/pause", resource: resRackTransfer, write: true, h: s.rackAction(s.st.PauseRack)})
+	s.handle(route{pattern: "POST " + item + "/unpause", resource: resRackTransfer, write: true, h: s.rackAction(s.st.UnpauseRack)})
+	s.handle(route{pattern: "GET " + item + "/export", resource: resRackTransfer, h: s.exportRack})
+	s.handle(route{pattern: "POST " + coll + "/import/check", resource: resRackTransfer, h: s.checkRackImport})
+	s.handle(route{pattern: "POST " + coll + "/import", resource: resRackTransfer, write: true, h: s.importRack})
+	s.handle(route{pattern: "DELETE " + item + "/import", resource: resRackTransfer, write: true, h: s.undoRackImport})
+	s.handle(route{pattern: "POST " + item + "/hand-over", resource: resRackTransfer, write: true, h: s.handOverRack})
+	s.handle(route{pattern: "GET " + item + "/operations", resource: resRackTransfer, h: s.rackOperations})
+	s.handle(route{pattern: "POST " + item + "/operations", resource: resRackTransfer, write: true, h: s.queueRackOperation})
+	s.handle(route{pattern: "POST " + item + "/operations/release", resource: resRackTransfer, write: true, h: s.releaseRackOperations})
+}
+
+// rackAction serves a bodiless POST that changes the rack at {uuid} and answers with it.
+func (s *Server) rackAction(action func(ctx context.Context, by store.Principal, rackUUID string) (api.Rack, error)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *call) error {
+		rack, err := action(r.Context(), c.by, r.PathValue("uuid"))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, rack)
+		return nil
+	}
+}
+
+func (s *Server) exportRack(w http.ResponseWriter, r *http.Request, _ *call) error {
+	b, err := s.st.ExportRack(r.Context(), r.PathValue("uuid"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+func (s *Server) checkRackImport(w http.ResponseWriter, r *http.Request, _ *call) error {
+	var b api.RackBundle
+	if err := decodeBodyUpTo(w, r, &b, maxRackBundle); err != nil {
+		return err
+	}
+	res, err := s.st.CheckRackImport(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	if res.Conflicts == nil {
+		res.Conflicts = []string{}
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) importRack(w http.ResponseWriter, r *http.Request, c *call) error {
+	var b api.RackBundle
+	if err := decodeBodyUpTo(w, r, &b, maxRackBundle); err != nil {
+		return err
+	}
+	res, err := s.st.ImportRack(r.Context(), c.by, b)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) undoRackImport(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := s.st.UndoRackImport(r.Context(), c.by, r.PathValue("uuid")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handOverRack(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := s.st.HandOverRack(r.Context(), c.by, r.PathValue("uuid")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) rackOperations(w http.ResponseWriter, r *http.Request, _ *call) error {
+	ops, err := s.st.RackOperations(r.Context(), r.PathValue("uuid"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, nonNil(ops))
+	return nil
+}
+
+func (s *Server) queueRackOperation(w http.ResponseWriter, r *http.Request, c *call) error {
+	var op api.PendingOperation
+	if err := decodeBody(w, r, &op); err != nil {
+		return err
+	}
+	if err := s.st.QueueRackOperation(r.Context(), c.by, r.PathValue("uuid"), &op); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, op)
+	return nil
+}
+
+func (s *Server) releaseRackOperations(w http.ResponseWriter, r *http.Request, c *call) error {
+	var rel api.OperationsRelease
+	if err := decodeBodyUpTo(w, r, &rel, maxRackBundle); err != nil {
+		return err
+	}
+	ops, err := s.st.ReleaseRackOperations(r.Context(), c.by, r.PathValue("uuid"), rel)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, nonNil(ops))
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,76 @@
+package workflows_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// transferHistoryDir holds the recorded TransferRack histories; a directory of its own, as
+// the replayer of testdata/*.json runs MigrateMachine only.
+var transferHistoryDir = filepath.Join("testdata", "transfer")
+
+// TestTransferRackOnDevServer runs TransferRack on a real Temporal server: the region
+// activities and the children are fakes, the rack-local activities are the real ones on
+// the rack's own task queue, served by a second worker. With -record it writes the history
+// for TestReplayTransferRackHistories.
+func TestTransferRackOnDevServer(t *testing.T) {
+	c := devServer(t)
+	machines := machineUUIDs(3)
+	acts := newTransferActs(t, machines)
+	children := &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }}
+	main := worker.New(c, workflows.TaskQueue, worker.Options{})
+	rack := worker.New(c, workflows.RackTaskQueue(transferRack), worker.Options{})
+	registerTransfer(main, rack, acts, children)
+	for _, w := range []worker.Worker{main, rack} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack), TaskQueue: workflows.TaskQueue}
+	run, err := c.ExecuteWorkflow(ctx, opts, workflows.TransferRack, transferInput(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.TransferRackResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Machines != len(machines) || res.Released != 2 || children.maxRunning > 2 || len(children.started) != len(machines) {
+		t.Errorf("result %+v, %d children with at most %d at once", res, len(children.started), children.maxRunning)
+	}
+	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_history.json"))
+	}
+}
+
+// TestReplayTransferRackHistories replays the recorded TransferRack histories against the
+// current code: a change that would break transfers in flight fails here.
+func TestReplayTransferRackHistories(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(transferHistoryDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatalf("want the recorded histories in %s (go test ./workflows -run TransferRackOnDevServer -record)", transferHistoryDir)
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(workflows.TransferRack)
+			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

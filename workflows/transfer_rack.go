@@ -1,0 +1,356 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/activities"
+	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// Phases of TransferRack besides the shared PhaseValidating, PhaseCompensating,
+// PhaseCompleted, PhaseFailed and PhaseCanceled.
+const (
+	PhasePausingRack       = "pausing-rack"
+	PhaseCopyingNetwork    = "copying-network"
+	PhaseMigratingMachines = "migrating-machines"
+	PhaseRepointingRack    = "repointing-rack"
+	PhaseRemovingRack      = "removing-rack-from-source"
+	PhaseReleasing         = "releasing-operations"
+)
+
+// ErrMachinesFailed is the error type of a transfer whose machine migrations failed.
+const ErrMachinesFailed = "MachinesFailed"
+
+// DefaultTransferWindow is how many machines a transfer migrates at once when the input
+// says nothing.
+const DefaultTransferWindow = 5
+
+// Rack-local activities, run by the rack's own worker on RackTaskQueue(rack). A rack whose
+// worker does not poll fails the step after rackCallOptions' schedule-to-close timeout.
+var (
+	rackActs        *rackacts.Activities
+	rackCallOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            regionCallOptions.RetryPolicy,
+	}
+)
+
+// TransferRackInput names the rack and the regions (names from the worker's regions file;
+// the target's name is also the name of its rack secret in the rack's configuration).
+type TransferRackInput struct {
+	SourceRegion string
+	TargetRegion string
+	Rack         string // UUID
+	Window       int    // machines migrated at once; 0 means DefaultTransferWindow
+	// WaitForRunningJob is how long each machine's migration waits for a job running on it
+	// to end (MigrateMachineInput.WaitForRunningJob): in-flight jobs drain, then fail the
+	// machine's migration.
+	WaitForRunningJob time.Duration
+}
+
+// TransferRackResult describes a finished transfer.
+type TransferRackResult struct {
+	RackName string
+	Machines int
+	Copied   api.RackImport
+	Released int // queued operations released on the target
+}
+
+// TransferProgress is the answer of the progress query of TransferRack.
+type TransferProgress struct {
+	Phase          string
+	MachinesTotal  int
+	MachinesDone   int
+	MachinesFailed int
+	Errors         []string
+}
+
+// TransferRack moves a rack controller, with everything it serves, from one region to
+// another without forcing its deletion anywhere (DESIGN.md "TransferRack"):
+//
+//  1. validate: the rack is online on the source, the target answers, and the target has no
+//     subnet with one of the rack's CIDRs, nor a machine with the Name or a MAC of one of its
+//     machines (non-retryable, naming every conflict);
+//  2. pause the rack on the source: operations for its machines are queued (undo: unpause);
+//  3. have the rack push its leases to the source, then copy its fabrics, VLANs, subnets (DHCP
+//     settings, reserved IPs), the rack record (paused), its pods and leases to the target,
+//     upserted by UUID (undo: delete what the copy created);
+//  4. migrate every machine behind the rack as a child MigrateMachine, at most Window at once
+//     (each waits up to WaitForRunningJob for a job running on its machine to end);
+//  5. repoint the rack: its own worker registers with the target and swaps its region
+//     endpoints at once, while DHCP, TFTP and HTTP keep serving from its cache;
+//  6. remove the rack from the source without force: the network that moved with it and its
+//     pods are dropped there first, so the ordinary delete finds nothing that needs force;
+//  7. release the rack's queued operations on the target and end its pause there.
+//
+// A failure before the repoint runs the undos of steps 2 and 3 in reverse, on a context
+// disconnected from the workflow's. Machines are not part of that undo: each child migration
+// commits or compensates on its own, so a failed or cancelled machine step stops starting new
+// children, waits for those running, and fails the transfer, leaving the machines that
+// already moved live on the target (the rack keeps serving them from the source, which keeps
+// its network; run the transfer again to move the rest: machines already moved are no longer
+// listed). Once the repoint succeeded the rack belongs to the target, so nothing is undone
+// after it: the last two steps retry for up to an hour and a failure is reported.
+func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResult, error) {
+	t := &rackTransfer{in: in}
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, t.query); err != nil {
+		return TransferRackResult{}, fmt.Errorf("register progress query: %w", err)
+	}
+	if err := in.check(); err != nil {
+		return t.fail(ctx, PhaseValidating, err)
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, RackUuidKey.ValueSet(in.Rack), SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
+		return TransferRackResult{}, fmt.Errorf("upsert search attributes: %w", err)
+	}
+	steps := []step{
+		{phase: PhaseValidating, do: t.validate},
+		{phase: PhasePausingRack, do: t.pause, undoName: "unpause-rack-on-source", undo: t.unpause},
+		{phase: PhaseCopyingNetwork, do: t.copy, undoName: "delete-copy-on-target", undo: t.deleteCopy},
+		{phase: PhaseMigratingMachines, do: t.migrateMachines},
+		{phase: PhaseRepointingRack, do: t.repoint, commits: true},
+		{phase: PhaseRemovingRack, do: t.handOver},
+		{phase: PhaseReleasing, do: t.release},
+	}
+	for _, s := range steps {
+		if err := t.setPhase(ctx, s.phase); err != nil {
+			return t.fail(ctx, s.phase, err)
+		}
+		if s.undo != nil {
+			t.comps.Add(s.undoName, s.undo)
+		}
+		if err := s.do(ctx); err != nil {
+			return t.fail(ctx, s.phase, err)
+		}
+		if s.commits {
+			t.comps.Commit()
+			t.repointed = true
+		}
+	}
+	return t.result, t.setPhase(ctx, PhaseCompleted)
+}
+
+func (in TransferRackInput) check() error {
+	var problems []error
+	if in.SourceRegion == "" {
+		problems = append(problems, errors.New("SourceRegion is empty"))
+	}
+	if in.TargetRegion == "" {
+		problems = append(problems, errors.New("TargetRegion is empty"))
+	}
+	if in.SourceRegion != "" && in.SourceRegion == in.TargetRegion {
+		problems = append(problems, fmt.Errorf("SourceRegion and TargetRegion are both %q", in.SourceRegion))
+	}
+	if id, err := uuid.Parse(in.Rack); err != nil || id.String() != in.Rack {
+		problems = append(problems, fmt.Errorf("Rack %q is not a lower-case UUID", in.Rack))
+	}
+	if in.Window < 0 {
+		problems = append(problems, fmt.Errorf("Window %d is negative", in.Window))
+	}
+	if in.WaitForRunningJob < 0 {
+		problems = append(problems, fmt.Errorf("WaitForRunningJob %s is negative", in.WaitForRunningJob))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return temporal.NewNonRetryableApplicationError("invalid transfer input: "+err.Error(), ErrInvalidInput, nil)
+	}
+	return nil
+}
+
+// rackTransfer is the state of one TransferRack run.
+type rackTransfer struct {
+	in        TransferRackInput
+	plan      activities.TransferPlan
+	result    TransferRackResult
+	progress  TransferProgress
+	comps     Compensations
+	repointed bool
+}
+
+func (t *rackTransfer) input() activities.TransferInput {
+	return activities.TransferInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Rack: t.in.Rack}
+}
+
+func (t *rackTransfer) source() activities.RackRef {
+	return activities.RackRef{Region: t.in.SourceRegion, Rack: t.in.Rack}
+}
+
+func (t *rackTransfer) target() activities.RackRef {
+	return activities.RackRef{Region: t.in.TargetRegion, Rack: t.in.Rack}
+}
+
+func (t *rackTransfer) validate(ctx workflow.Context) error {
+	if err := call(ctx, regionCallOptions, acts.ValidateTransfer, t.input(), &t.plan); err != nil {
+		return err
+	}
+	t.result.RackName, t.result.Machines = t.plan.RackName, len(t.plan.Machines)
+	t.progress.MachinesTotal = len(t.plan.Machines)
+	return nil
+}
+
+func (t *rackTransfer) pause(ctx workflow.Context) error {
+	return call(ctx, regionCallOptions, acts.PauseRack, t.source(), nil)
+}
+
+func (t *rackTransfer) unpause(ctx workflow.Context) error {
+	return call(ctx, mustFinishOptions, acts.UnpauseRack, t.source(), nil)
+}
+
+// copy has the rack push its leases to the source first, so the copy carries the latest.
+func (t *rackTransfer) copy(ctx workflow.Context) error {
+	rackCtx := workflow.WithTaskQueue(ctx, RackTaskQueue(t.in.Rack))
+	if err := call(rackCtx, rackCallOptions, rackActs.ExportLeases, nil, nil); err != nil {
+		return err
+	}
+	return call(ctx, copyOptions, acts.CopyRack, t.input(), &t.result.Copied)
+}
+
+func (t *rackTransfer) deleteCopy(ctx workflow.Context) error {
+	return call(ctx, mustFinishOptions, acts.UndoRackCopy, t.target(), nil)
+}
+
+// migrateMachines runs a child MigrateMachine per machine, at most Window at once. After the
+// first failure it starts no more children and waits for the running ones.
+func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
+	window := t.in.Window
+	if window == 0 {
+		window = DefaultTransferWindow
+	}
+	sel := workflow.NewSelector(ctx)
+	running, next := 0, 0
+	var failures []string
+	for {
+		for running < window && next < len(t.plan.Machines) && len(failures) == 0 && ctx.Err() == nil {
+			machine := t.plan.Machines[next]
+			next++
+			running++
+			f := workflow.ExecuteChildWorkflow(t.childContext(ctx, machine), MigrateMachine, MigrateMachineInput{
+				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.in.WaitForRunningJob,
+			})
+			sel.AddFuture(f, func(f workflow.Future) {
+				running--
+				if err := f.Get(ctx, nil); err != nil {
+					t.progress.MachinesFailed++
+					failures = append(failures, fmt.Sprintf("machine %s: %v", machine, err))
+					return
+				}
+				t.progress.MachinesDone++
+			})
+		}
+		if running == 0 {
+			break
+		}
+		sel.Select(ctx)
+	}
+	if ctx.Err() != nil {
+		return temporal.NewCanceledError()
+	}
+	if len(failures) > 0 {
+		t.progress.Errors = append(t.progress.Errors, failures...)
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s", len(failures), len(t.plan.Machines),
+				t.progress.MachinesDone, len(t.plan.Machines)-next, strings.Join(failures, "; ")),
+			ErrMachinesFailed, nil)
+	}
+	return nil
+}
+
+func (t *rackTransfer) childContext(ctx workflow.Context, machine string) workflow.Context {
+	return workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            MigrateMachineID(machine),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WaitForCancellation:   true,
+	})
+}
+
+// repoint moves the rack to the target. When the rack's activity fails the rack may have
+// moved all the same (its answer was lost): its own report decides, since undoing the copy
+// on the target would pull the network from under a rack that now serves from there.
+func (t *rackTransfer) repoint(ctx workflow.Context) error {
+	rackCtx := workflow.WithTaskQueue(ctx, RackTaskQueue(t.in.Rack))
+	in := rackacts.SwapRegionEndpointsInput{URLs: t.plan.TargetEndpoints, Secret: t.in.TargetRegion}
+	err := call(rackCtx, rackCallOptions, rackActs.SwapRegionEndpoints, in, nil)
+	if err == nil {
+		return nil
+	}
+	var state rackacts.State
+	if serr := call(rackCtx, rackCallOptions, rackActs.ReportState, nil, &state); serr != nil || state.Region != t.in.TargetRegion {
+		return err
+	}
+	return nil
+}
+
+func (t *rackTransfer) handOver(ctx workflow.Context) error {
+	return call(ctx, mustFinishOptions, acts.HandOverRack, t.source(), nil)
+}
+
+func (t *rackTransfer) release(ctx workflow.Context) error {
+	var res activities.ReleaseResult
+	if err := call(ctx, mustFinishOptions, acts.ReleaseRack, t.input(), &res); err != nil {
+		return err
+	}
+	t.result.Released = res.Released
+	return nil
+}
+
+func (t *rackTransfer) setPhase(ctx workflow.Context, phase string) error {
+	t.progress.Phase = phase
+	return upsertPhase(ctx, phase)
+}
+
+// fail records err, runs the pending undos and ends the transfer as failed (or cancelled).
+func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (TransferRackResult, error) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	cancelled := temporal.IsCanceledError(err) || errors.Is(ctx.Err(), workflow.ErrCanceled)
+	t.progress.Errors = append(t.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
+	if t.comps.Len() > 0 {
+		if perr := t.setPhase(dctx, PhaseCompensating); perr != nil {
+			t.progress.Errors = append(t.progress.Errors, perr.Error())
+		}
+		if compErr := t.comps.Run(ctx, func(_ string, err error) { t.progress.Errors = append(t.progress.Errors, err.Error()) }); compErr != nil {
+			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
+			cancelled = false
+		}
+	}
+	if t.repointed && !cancelled {
+		err = temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("rack %s serves from %s now, but %s failed: %v", t.in.Rack, t.in.TargetRegion, phase, err), ErrAfterActivation, err)
+	}
+	final := PhaseFailed
+	if cancelled {
+		final = PhaseCanceled
+	}
+	if perr := t.setPhase(dctx, final); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	return t.result, err
+}
+
+func (t *rackTransfer) query() (TransferProgress, error) {
+	p := t.progress
+	p.Errors = append([]string(nil), t.progress.Errors...)
+	return p, nil
+}
+
+// call runs one activity with opts and decodes its result into out (nil: no result; a nil
+// in sends no argument).
+func call(ctx workflow.Context, opts workflow.ActivityOptions, activity, in, out any) error {
+	var args []any
+	if in != nil {
+		args = append(args, in)
+	}
+	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, args...)
+	if out == nil {
+		return f.Get(ctx, nil)
+	}
+	return f.Get(ctx, out)
+}
