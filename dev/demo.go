@@ -11,6 +11,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // Demo replays the Digital Rebar migration story on a running stack by running the ironflow
@@ -87,6 +89,21 @@ func (d *Demo) Run(ctx context.Context) error {
 			_, err := d.cli(ctx, "-E", b, "machines", "list", "Pool=default", "-o", "table")
 			return err
 		}},
+		{"transfer rack-a and its machines to region-b", func(ctx context.Context) error {
+			if err := d.waitRackOnline(ctx, "rack-a"); err != nil {
+				return err
+			}
+			start := time.Now()
+			if _, err := d.cli(ctx, "-E", a, "racks", "transfer", "rack-a", "--to", "region-b", "--window", "8", "--wait", "-o", "table"); err != nil {
+				return err
+			}
+			d.moves = append(d.moves, demoMove{fmt.Sprintf("rack rack-a (%d machines, subnet, leases)", RackMachines), "racks transfer", time.Since(start)})
+			if _, err := d.cli(ctx, "-E", b, "racks", "list", "-o", "table"); err != nil {
+				return err
+			}
+			_, err := d.cli(ctx, "-E", a, "racks", "list", "-o", "table")
+			return err
+		}},
 		{"the migrations, as Temporal recorded them", func(ctx context.Context) error {
 			_, err := d.cli(ctx, "migrations", "list", "-o", "table")
 			return err
@@ -110,6 +127,25 @@ func (d *Demo) summary() {
 		fmt.Fprintf(w, "%s\tregion-a\tregion-b\t%s\t%s\n", m.what, m.how, m.took.Round(time.Millisecond))
 	}
 	w.Flush()
+}
+
+// waitRackOnline waits for the rack's first heartbeat: a transfer starts from an online rack.
+func (d *Demo) waitRackOnline(ctx context.Context, name string) error {
+	rk := d.Stack.Racks[name]
+	r := d.Stack.Regions[rk.Region]
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var rack api.Rack
+		if err := r.Store.Get(ctx, api.KindRacks, rk.Uuid, &rack); err == nil && rack.Status == api.RackOnline {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rack %s not online on %s: %w", name, rk.Region, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // cli runs one ironflow command against the stack, echoing it and its output.
