@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/internal/dhcptest"
 	"github.com/ironflow/ironflow/region/api"
 	regionclient "github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/workflows"
@@ -37,84 +36,6 @@ func relayNetAddr(last byte) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// dhcpRelay forwards DHCP requests to a rack's relay socket from giaddr:67 and reads the
-// replies there.
-type dhcpRelay struct {
-	conn   *net.UDPConn
-	rack   *net.UDPAddr
-	giaddr net.IP
-}
-
-func newDHCPRelay(t *testing.T, rackRelay string) *dhcpRelay {
-	t.Helper()
-	gi := relayNetAddr(1)
-	conn, err := server4.NewIPv4UDPConn("", &net.UDPAddr{IP: gi.AsSlice(), Port: dhcpv4.ServerPort})
-	if err != nil {
-		t.Fatalf("relay agent on %s:67: %v", gi, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	dst, err := net.ResolveUDPAddr("udp4", rackRelay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dhcpRelay{conn: conn, rack: dst, giaddr: gi.AsSlice()}
-}
-
-// exchange relays req and returns the reply with its xid; like a real client it retransmits
-// twice (RFC 2131 4.1) before giving up.
-func (r *dhcpRelay) exchange(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
-	req.GatewayIPAddr = r.giaddr
-	buf := make([]byte, 1500)
-	for range 3 {
-		if _, err := r.conn.WriteTo(req.ToBytes(), r.rack); err != nil {
-			return nil, err
-		}
-		r.conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		for {
-			n, _, err := r.conn.ReadFrom(buf)
-			var timeout net.Error
-			if errors.As(err, &timeout) && timeout.Timeout() {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			if resp, err := dhcpv4.FromBytes(buf[:n]); err == nil && resp.TransactionID == req.TransactionID {
-				return resp, nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("no answer to %s", req.MessageType())
-}
-
-// dora runs DISCOVER, OFFER, REQUEST, ACK for mac and returns the acknowledged address.
-func (r *dhcpRelay) dora(mac net.HardwareAddr) (netip.Addr, error) {
-	discover, err := dhcpv4.NewDiscovery(mac)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	offer, err := r.exchange(discover)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	if offer.MessageType() != dhcpv4.MessageTypeOffer {
-		return netip.Addr{}, fmt.Errorf("answer to DISCOVER is %s", offer.MessageType())
-	}
-	request, err := dhcpv4.NewRequestFromOffer(offer)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	ack, err := r.exchange(request)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	if ack.MessageType() != dhcpv4.MessageTypeAck {
-		return netip.Addr{}, fmt.Errorf("answer to REQUEST is %s", ack.MessageType())
-	}
-	got, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
-	return got, nil
-}
-
 // doraLoop runs DORA for mac every interval until stop is closed and counts the outcomes.
 type doraLoop struct {
 	mu       sync.Mutex
@@ -123,7 +44,7 @@ type doraLoop struct {
 	done     chan struct{}
 }
 
-func startDORALoop(relay *dhcpRelay, mac net.HardwareAddr, want netip.Addr, interval time.Duration, stop <-chan struct{}) *doraLoop {
+func startDORALoop(relay *dhcptest.Relay, mac net.HardwareAddr, want netip.Addr, interval time.Duration, stop <-chan struct{}) *doraLoop {
 	l := &doraLoop{done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -135,7 +56,7 @@ func startDORALoop(relay *dhcpRelay, mac net.HardwareAddr, want netip.Addr, inte
 				return
 			case <-tick.C:
 			}
-			got, err := relay.dora(mac)
+			got, err := relay.DORA(mac)
 			l.mu.Lock()
 			switch {
 			case err != nil:
@@ -178,14 +99,14 @@ func TestTransferRackKeepsDHCPServing(t *testing.T) {
 	if _, err := a.Machines().Patch(ctx, dhcpClient.Uuid, []byte(fmt.Sprintf(`{"Address": %q}`, reserved))); err != nil {
 		t.Fatal(err)
 	}
-	relay := newDHCPRelay(t, rack.DHCPRelay)
+	relay := dhcptest.NewRelay(t, relayNetAddr(1), rack.DHCPRelay)
 	// A rack starts degraded until its first heartbeat after it has its config.
 	pollUntil(t, 30*time.Second, "rack-a online", func() (bool, error) {
 		r, err := a.Racks().Get(ctx, rack.Uuid)
 		return r.Status == api.RackOnline, err
 	})
 	pollUntil(t, 30*time.Second, "rack-a answers DHCP for "+dhcpClient.Name+" with its reservation", func() (bool, error) {
-		got, err := relay.dora(mac)
+		got, err := relay.DORA(mac)
 		return got == reserved, err
 	})
 

@@ -2,7 +2,6 @@ package rack
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -13,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-	"github.com/insomniacslk/dhcp/dhcpv4/server4"
-
 	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/internal/dhcptest"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/region/server"
@@ -195,86 +192,23 @@ func startRack(t *testing.T, o Options) *runningRack {
 	return r
 }
 
-// relayAgent plays a DHCP relay at testNet's .1: it forwards a client's requests to the
-// rack's relay socket and receives the replies on giaddr:67.
-type relayAgent struct {
-	conn   *net.UDPConn
-	rack   *net.UDPAddr
-	giaddr net.IP
-}
+// relayAgent plays a DHCP relay at testNet's .1 in front of the rack's relay socket.
+type relayAgent struct{ *dhcptest.Relay }
 
 func newRelayAgent(t *testing.T, rackRelay string) *relayAgent {
 	t.Helper()
-	gi := netAddr(1)
-	conn, err := server4.NewIPv4UDPConn("", &net.UDPAddr{IP: gi.AsSlice(), Port: dhcpv4.ServerPort})
-	if err != nil {
-		t.Fatalf("relay agent on %s:67: %v", gi, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	dst, err := net.ResolveUDPAddr("udp4", rackRelay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &relayAgent{conn: conn, rack: dst, giaddr: gi.AsSlice()}
+	return &relayAgent{dhcptest.NewRelay(t, netAddr(1), rackRelay)}
 }
 
-// exchange relays req and returns the reply with its xid, or nil when none came in time.
-func (a *relayAgent) exchange(t *testing.T, req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
-	t.Helper()
-	req.GatewayIPAddr = a.giaddr
-	// Like a real client, retransmit a request that got no answer (RFC 2131 4.1): on a loaded
-	// test machine a reply can miss one 500 ms window; a NAK or a wrong address still fails.
-	for attempt := 0; attempt < 3; attempt++ {
-		if resp := a.tryExchange(t, req); resp != nil {
-			return resp
-		}
-	}
-	return nil
-}
-
-func (a *relayAgent) tryExchange(t *testing.T, req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
-	t.Helper()
-	if _, err := a.conn.WriteTo(req.ToBytes(), a.rack); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1500)
-	a.conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	for {
-		n, _, err := a.conn.ReadFrom(buf)
-		var timeout net.Error
-		if errors.As(err, &timeout) && timeout.Timeout() {
-			return nil
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp, err := dhcpv4.FromBytes(buf[:n]); err == nil && resp.TransactionID == req.TransactionID {
-			return resp
-		}
-	}
-}
-
-// dora runs DISCOVER, OFFER, REQUEST, ACK for mac and returns the acknowledged address,
-// or an invalid address when the rack did not answer or refused.
+// dora returns the address the rack acknowledged for mac, or an invalid address when it did
+// not answer or refused.
 func (a *relayAgent) dora(t *testing.T, mac net.HardwareAddr) netip.Addr {
 	t.Helper()
-	discover, err := dhcpv4.NewDiscovery(mac)
+	got, err := a.DORA(mac)
 	if err != nil {
-		t.Fatal(err)
-	}
-	offer := a.exchange(t, discover)
-	if offer == nil || offer.MessageType() != dhcpv4.MessageTypeOffer {
+		t.Logf("DHCP for %s: %v", mac, err)
 		return netip.Addr{}
 	}
-	request, err := dhcpv4.NewRequestFromOffer(offer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ack := a.exchange(t, request)
-	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck {
-		return netip.Addr{}
-	}
-	got, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
 	return got
 }
 
