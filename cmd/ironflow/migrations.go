@@ -269,7 +269,7 @@ func showMigration(ctx context.Context, tc client.Client, id string, warn io.Wri
 	}
 	d.Input = &in
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		p, err := queryProgress(ctx, tc, id, d.RunID)
+		p, err := queryAs[workflows.Progress](ctx, tc, id, d.RunID)
 		if err != nil {
 			fmt.Fprintln(warn, "Warning:", err)
 		} else {
@@ -305,20 +305,6 @@ func migrationInput(ctx context.Context, tc client.Client, id, runID string) (wo
 		return in, fmt.Errorf("input of migration %s: %w", id, err)
 	}
 	return in, nil
-}
-
-func queryProgress(ctx context.Context, tc client.Client, id, runID string) (workflows.Progress, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
-	var p workflows.Progress
-	v, err := tc.QueryWorkflow(ctx, id, runID, workflows.ProgressQuery)
-	if err != nil {
-		return p, fmt.Errorf("progress of migration %s (is a worker running?): %w", id, err)
-	}
-	if err := v.Get(&p); err != nil {
-		return p, fmt.Errorf("progress of migration %s: %w", id, err)
-	}
-	return p, nil
 }
 
 // failureMessage says why a run failed without the SDK's wrapping: the message of the first
@@ -393,43 +379,55 @@ func startMigration(ctx context.Context, tc client.Client, key, machineUUID stri
 // writes each new phase, and each new error, on its own line.
 func waitMigration(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (workflows.MigrateMachineResult, error) {
 	var res workflows.MigrateMachineResult
-	done := make(chan error, 1)
-	go func() { done <- run.Get(ctx, &res) }()
 	var shown workflows.Progress
-	show := func() {
+	err := followRun(ctx, run, &res, func() {
 		if progress == nil {
 			return
 		}
-		p, err := queryProgress(ctx, tc, run.GetID(), run.GetRunID())
+		p, err := queryAs[workflows.Progress](ctx, tc, run.GetID(), run.GetRunID())
 		if err != nil {
 			return // not answered yet (first workflow task pending) or gone: try again later
 		}
 		if p.Phase != shown.Phase {
 			fmt.Fprintln(progress, p.Phase)
 		}
-		for _, e := range p.Errors[min(len(shown.Errors), len(p.Errors)):] {
-			fmt.Fprintln(progress, "error:", e)
-		}
+		printNewErrors(progress, shown.Errors, p.Errors)
 		shown = p
+	})
+	switch {
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("stopped waiting; migration %s goes on (ironflow migrations show %s): %w", run.GetID(), run.GetID(), ctx.Err())
+	case temporal.IsCanceledError(err):
+		// A compensation that fails turns the cancellation into a failure instead.
+		return res, fmt.Errorf("migration %s was canceled; the steps it had done were undone", run.GetID())
+	case err != nil:
+		return res, fmt.Errorf("migration %s failed: %s", run.GetID(), failureMessage(err))
 	}
+	return res, nil
+}
+
+// followRun waits for run to end with its result in result, calling poll every
+// progressInterval and once more at the end (the final phase is usually set just before the
+// workflow returns), so callers can print progress as it changes.
+func followRun(ctx context.Context, run client.WorkflowRun, result any, poll func()) error {
+	done := make(chan error, 1)
+	go func() { done <- run.Get(ctx, result) }()
 	ticker := time.NewTicker(progressInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case err := <-done:
-			show() // the final phase, usually set just before the workflow returned
-			switch {
-			case ctx.Err() != nil:
-				return res, fmt.Errorf("stopped waiting; migration %s goes on (ironflow migrations show %s): %w", run.GetID(), run.GetID(), ctx.Err())
-			case temporal.IsCanceledError(err):
-				// A compensation that fails turns the cancellation into a failure instead.
-				return res, fmt.Errorf("migration %s was canceled; the steps it had done were undone", run.GetID())
-			case err != nil:
-				return res, fmt.Errorf("migration %s failed: %s", run.GetID(), failureMessage(err))
-			}
-			return res, nil
+			poll()
+			return err
 		case <-ticker.C:
-			show()
+			poll()
 		}
+	}
+}
+
+// printNewErrors writes the errors of now that were not in before, one per line.
+func printNewErrors(w io.Writer, before, now []string) {
+	for _, e := range now[min(len(before), len(now)):] {
+		fmt.Fprintln(w, "error:", e)
 	}
 }

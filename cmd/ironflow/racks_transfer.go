@@ -129,44 +129,27 @@ func startTransfer(ctx context.Context, tc client.Client, name string, in workfl
 // time they change, and each new error on its own line.
 func waitTransfer(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (workflows.TransferRackResult, error) {
 	var res workflows.TransferRackResult
-	done := make(chan error, 1)
-	go func() { done <- run.Get(ctx, &res) }()
 	var shown workflows.TransferProgress
-	show := func() {
-		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-		defer cancel()
-		v, err := tc.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
-		var p workflows.TransferProgress
-		if err != nil || v.Get(&p) != nil {
+	err := followRun(ctx, run, &res, func() {
+		p, err := queryAs[workflows.TransferProgress](ctx, tc, run.GetID(), run.GetRunID())
+		if err != nil {
 			return // not answered yet or gone: try again later
 		}
 		if p.Phase != shown.Phase || p.MachinesDone != shown.MachinesDone || p.MachinesFailed != shown.MachinesFailed {
 			fmt.Fprintf(progress, "%s (machines %d/%d, %d failed)\n", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed)
 		}
-		for _, e := range p.Errors[min(len(shown.Errors), len(p.Errors)):] {
-			fmt.Fprintln(progress, "error:", e)
-		}
+		printNewErrors(progress, shown.Errors, p.Errors)
 		shown = p
+	})
+	switch {
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("stopped waiting; transfer %s goes on: %w", run.GetID(), ctx.Err())
+	case temporal.IsCanceledError(err):
+		return res, fmt.Errorf("transfer %s was canceled; the steps it had done before the repoint were undone", run.GetID())
+	case err != nil:
+		return res, fmt.Errorf("transfer %s failed: %s", run.GetID(), failureMessage(err))
 	}
-	ticker := time.NewTicker(progressInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case err := <-done:
-			show()
-			switch {
-			case ctx.Err() != nil:
-				return res, fmt.Errorf("stopped waiting; transfer %s goes on: %w", run.GetID(), ctx.Err())
-			case temporal.IsCanceledError(err):
-				return res, fmt.Errorf("transfer %s was canceled; the steps it had done before the repoint were undone", run.GetID())
-			case err != nil:
-				return res, fmt.Errorf("transfer %s failed: %s", run.GetID(), failureMessage(err))
-			}
-			return res, nil
-		case <-ticker.C:
-			show()
-		}
-	}
+	return res, nil
 }
 
 var transferColumns = []column[workflows.TransferRackResult]{

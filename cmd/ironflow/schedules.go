@@ -193,10 +193,8 @@ var bulkResultColumns = []column[bulkRow]{
 // progress to progress each time it changes.
 func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (bulkResult, error) {
 	var res bulkResult
-	done := make(chan error, 1)
-	go func() { done <- run.Get(ctx, &res.BulkMigrateResult) }()
 	var shown workflows.BulkProgress
-	show := func() {
+	err := followRun(ctx, run, &res.BulkMigrateResult, func() {
 		// The latest run: after continue-as-new the first run no longer answers.
 		p, err := queryAs[workflows.BulkProgress](ctx, tc, run.GetID(), "")
 		if err != nil || p.Total == shown.Total && p.Done == shown.Done && p.Failed == shown.Failed && p.Running == shown.Running {
@@ -204,26 +202,17 @@ func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, pro
 		}
 		fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d running\n", p.Done, p.Total, p.Failed, p.Running)
 		shown = p
+	})
+	switch {
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("stopped waiting; bulk migration %s goes on: %w", run.GetID(), ctx.Err())
+	case temporal.IsCanceledError(err):
+		return res, fmt.Errorf("bulk migration %s was canceled; its running migrations undid their steps", run.GetID())
+	case err != nil:
+		return res, fmt.Errorf("bulk migration %s failed: %s", run.GetID(), failureMessage(err))
 	}
-	ticker := time.NewTicker(progressInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case err := <-done:
-			switch {
-			case ctx.Err() != nil:
-				return res, fmt.Errorf("stopped waiting; bulk migration %s goes on: %w", run.GetID(), ctx.Err())
-			case temporal.IsCanceledError(err):
-				return res, fmt.Errorf("bulk migration %s was canceled; its running migrations undid their steps", run.GetID())
-			case err != nil:
-				return res, fmt.Errorf("bulk migration %s failed: %s", run.GetID(), failureMessage(err))
-			}
-			fmt.Fprintf(progress, "%d/%d migrated, %d failed\n", len(res.Succeeded), res.Total, len(res.Failed))
-			return res, nil
-		case <-ticker.C:
-			show()
-		}
-	}
+	fmt.Fprintf(progress, "%d/%d migrated, %d failed\n", len(res.Succeeded), res.Total, len(res.Failed))
+	return res, nil
 }
 
 // queryAs asks a workflow for its progress and decodes the answer as T.
@@ -233,7 +222,7 @@ func queryAs[T any](ctx context.Context, tc client.Client, id, runID string) (T,
 	var v T
 	answer, err := tc.QueryWorkflow(ctx, id, runID, workflows.ProgressQuery)
 	if err != nil {
-		return v, fmt.Errorf("progress of %s: %w", id, err)
+		return v, fmt.Errorf("progress of %s (is a worker running?): %w", id, err)
 	}
 	if err := answer.Get(&v); err != nil {
 		return v, fmt.Errorf("progress of %s: %w", id, err)
