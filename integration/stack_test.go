@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 )
 
@@ -86,6 +88,15 @@ func TestStackServesTheSeed(t *testing.T) {
 	if want, _ := s.Regions["region-a"].Store.RackSecret(ctx); secret.Secret == "" || secret.Secret != want {
 		t.Errorf("rack secret from the API %q, store has %q", secret.Secret, want)
 	}
+
+	// The audit log and the leases, through the CLI as an operator reads them.
+	var events []api.Event
+	runCLIJSON(t, s, &events, "-E", s.Regions["region-a"].URL, "events", "list", "Kind=machines", "limit=3")
+	if len(events) != 3 || events[0].Actor != "dev-seed" || events[0].Action != "create" {
+		t.Errorf("events list Kind=machines limit=3 = %+v", events)
+	}
+	var leases []api.Lease
+	runCLIJSON(t, s, &leases, "-E", s.Regions["region-a"].URL, "leases", "list")
 
 	info, err := b.Info(ctx)
 	if err != nil {
@@ -164,6 +175,20 @@ func jsonDiff(path string, got, want any) []string {
 		return []string{fmt.Sprintf("%s = %s, want %s", path, gb, wb)}
 	}
 	return nil
+}
+
+// runCLIJSON runs the ironflow CLI with the stack's admin token and decodes its JSON output.
+func runCLIJSON(t *testing.T, s *dev.Stack, out any, args ...string) {
+	t.Helper()
+	cmd := exec.Command(buildIronflow(t), append(args, "-o", "json")...)
+	cmd.Env = append(os.Environ(), "IRONFLOW_TOKEN="+s.AdminToken)
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ironflow %v: %v", args, err)
+	}
+	if err := json.Unmarshal(stdout, out); err != nil {
+		t.Fatalf("ironflow %v printed %q: %v", args, stdout, err)
+	}
 }
 
 // seedStoryNames lists the names of the machines of the doc's story (pool default; the rack's

@@ -59,6 +59,8 @@ func newRootCommand() *cobra.Command {
 		newVLANsCommand(),
 		newPodsCommand(),
 		newRacksCommand(),
+		newLeasesCommand(),
+		newEventsCommand(),
 		newUsersCommand(),
 		newDevCommand(),
 		newWorkerCommand(),
