@@ -2,8 +2,6 @@ package activities_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"net"
 	"net/http"
@@ -199,31 +197,14 @@ type esxiHost struct {
 	env      *testsuite.TestActivityEnvironment
 }
 
-func newSigner(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func authorizedLine(s ssh.Signer, comment string) string {
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))) + " " + comment
-}
-
 func newESXiHost(t *testing.T, serviceRunning bool) *esxiHost {
 	t.Helper()
 	dir := t.TempDir()
-	h := &esxiHost{t: t, sshd: sshdtest.Start(t, dir), svc: sshdtest.NewService(t, dir, serviceRunning, serviceRunning), operator: newSigner(t)}
+	h := &esxiHost{t: t, sshd: sshdtest.Start(t, dir), svc: sshdtest.NewService(t, dir, serviceRunning, serviceRunning), operator: sshdtest.NewSigner(t)}
 	if err := os.Mkdir(filepath.Dir(h.sshd.KeysFile), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	h.keys = []byte("# root\n" + authorizedLine(h.operator, "operator") + "\n" + authorizedLine(newSigner(t), "other")) // no final newline
+	h.keys = []byte("# root\n" + sshdtest.AuthorizedLine(h.operator, "operator") + "\n" + sshdtest.AuthorizedLine(sshdtest.NewSigner(t), "other")) // no final newline
 	if err := os.WriteFile(h.sshd.KeysFile, h.keys, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +356,7 @@ func TestESXiActivitiesRefuse(t *testing.T) {
 		wantMsg  string
 	}{
 		{"wrong recorded host key", func(h *esxiHost) {
-			h.region.machine.Params[activities.ParamSSHHostKey] = authorizedLine(newSigner(h.t), "impostor")
+			h.region.machine.Params[activities.ParamSSHHostKey] = sshdtest.AuthorizedLine(sshdtest.NewSigner(h.t), "impostor")
 		}, false, activities.ErrHostKeyRefused, "does not match"},
 		{"unknown host key without TOFU", func(h *esxiHost) {
 			delete(h.region.machine.Params, activities.ParamSSHHostKey)

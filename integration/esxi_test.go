@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"os"
@@ -66,23 +64,6 @@ type esxiHost struct {
 	port   int // of sshd on 127.0.0.1, the machine's Address
 }
 
-func newSigner(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func authorizedLine(s ssh.Signer, comment string) string {
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))) + " " + comment
-}
-
 func newESXiHost(t *testing.T, operator ssh.Signer, running, enabled bool) *esxiHost {
 	t.Helper()
 	dir := t.TempDir()
@@ -91,7 +72,7 @@ func newESXiHost(t *testing.T, operator ssh.Signer, running, enabled bool) *esxi
 		t.Fatal(err)
 	}
 	// Odd on purpose: a comment, a blank line, no final newline, mode 0640.
-	h.keys = []byte("# root keys\n" + authorizedLine(operator, "operator") + "\n\n" + authorizedLine(newSigner(t), "someone-else"))
+	h.keys = []byte("# root keys\n" + sshdtest.AuthorizedLine(operator, "operator") + "\n\n" + sshdtest.AuthorizedLine(sshdtest.NewSigner(t), "someone-else"))
 	if err := os.WriteFile(h.sshd.KeysFile, h.keys, 0o640); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +190,7 @@ func TestMigrateLinuxAndESXiMachines(t *testing.T) {
 
 	// The ESXi host's SSH service was found stopped and disabled: Prepare must start it and
 	// Cleanup put it back so.
-	operator := newSigner(t)
+	operator := sshdtest.NewSigner(t)
 	host := newESXiHost(t, operator, false, false)
 	keys := startESXiWorker(t, s, activities.ESXiConfig{Login: operator, Port: host.port, Paths: host.paths, Commands: host.commands()})
 
@@ -260,7 +241,7 @@ func TestMigrateLinuxAndESXiMachines(t *testing.T) {
 func esxiWithAgent(t *testing.T, s *dev.Stack, take time.Duration, running, enabled bool) (*esxiHost, api.Machine, ssh.Signer, *recordedKeys, func()) {
 	t.Helper()
 	ra := regionClient(s, "region-a")
-	operator := newSigner(t) // authorized on the host, unknown to the worker
+	operator := sshdtest.NewSigner(t) // authorized on the host, unknown to the worker
 	host := newESXiHost(t, operator, running, enabled)
 	keys := startESXiWorker(t, s, activities.ESXiConfig{Port: host.port, Paths: host.paths, Commands: host.commands(), AdhocPoll: 200 * time.Millisecond, AdhocTake: take})
 	esx := agentMachine(t, ra, api.Machine{

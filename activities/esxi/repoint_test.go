@@ -3,8 +3,6 @@ package esxi
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -123,27 +121,10 @@ type env struct {
 	sc       scenario
 }
 
-func newSigner(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func pubLine(s ssh.Signer, comment string) string {
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))) + " " + comment
-}
-
 func newEnv(t *testing.T, sc scenario) *env {
 	t.Helper()
 	dir := t.TempDir()
-	e := &env{dir: dir, sshd: startSSHD(t, dir), agent: &localRunner{}, secrets: &memSecrets{values: map[string]string{}}, operator: newSigner(t), sc: sc}
+	e := &env{dir: dir, sshd: startSSHD(t, dir), agent: &localRunner{}, secrets: &memSecrets{values: map[string]string{}}, operator: sshdtest.NewSigner(t), sc: sc}
 	u, err := user.Current()
 	if err != nil {
 		t.Fatal(err)
@@ -155,8 +136,8 @@ func newEnv(t *testing.T, sc scenario) *env {
 		t.Fatal(err)
 	}
 	if sc.keys {
-		other := newSigner(t)
-		writeFile(t, e.sshd.keysFile, "# root keys\n"+pubLine(e.operator, "operator")+"\n\n"+pubLine(other, "someone-else"), 0o640)
+		other := sshdtest.NewSigner(t)
+		writeFile(t, e.sshd.keysFile, "# root keys\n"+sshdtest.AuthorizedLine(e.operator, "operator")+"\n\n"+sshdtest.AuthorizedLine(other, "someone-else"), 0o640)
 	}
 	agentConfig := filepath.Join(dir, "agent.yaml")
 	err = agent.WriteConfig(agentConfig, agent.Config{
@@ -326,7 +307,9 @@ func TestRepointRestoresHost(t *testing.T) {
 			// With SSH stopped the host key can only be seen once SSH runs: the key is
 			// then refused before the temporary key is added.
 			name: "wrong host key once SSH started", sc: stoppedWithKeys, failAt: "prepare", wantErr: "does not match",
-			inject: func(t *testing.T, e *env) { e.host.HostKey = pubLine(newSigner(t), "impostor") },
+			inject: func(t *testing.T, e *env) {
+				e.host.HostKey = sshdtest.AuthorizedLine(sshdtest.NewSigner(t), "impostor")
+			},
 		},
 		{
 			name: "adding the key fails", sc: runningNoKeys, failAt: "prepare", wantErr: "add temporary key",
@@ -466,7 +449,7 @@ func (e *env) checkRewritten(t *testing.T, r *Repointer) {
 }
 
 func TestHostKeyChecked(t *testing.T) {
-	wrong := pubLine(newSigner(t), "impostor")
+	wrong := sshdtest.AuthorizedLine(sshdtest.NewSigner(t), "impostor")
 	tests := []struct {
 		name    string
 		sc      scenario
@@ -533,7 +516,7 @@ func TestTOFURecordsHostKey(t *testing.T) {
 }
 
 func TestBadInputRefused(t *testing.T) {
-	good := Host{Addr: "127.0.0.1:1", HostKey: pubLine(newSigner(t), "h")}
+	good := Host{Addr: "127.0.0.1:1", HostKey: sshdtest.AuthorizedLine(sshdtest.NewSigner(t), "h")}
 	tests := []struct {
 		name    string
 		mutate  func(r *Repointer)

@@ -7,6 +7,8 @@ package sshdtest
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -175,4 +177,23 @@ func (s *Service) State() (running, enabled bool) {
 	running = err == nil
 	_, err = os.Stat(filepath.Join(s.Dir, "enabled"))
 	return running, err == nil
+}
+
+// NewSigner makes a fresh ed25519 key for a test's SSH client.
+func NewSigner(t testing.TB) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// AuthorizedLine is s's public key as an authorized_keys line with comment.
+func AuthorizedLine(s ssh.Signer, comment string) string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))) + " " + comment
 }
