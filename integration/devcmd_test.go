@@ -87,7 +87,12 @@ func TestDevStopsCleanly(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("ironflow dev still running a minute after SIGINT")
 	}
+	// Processes that are still exiting (their command line already gone) get a moment.
+	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range started {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
 		if alive(pid) {
 			t.Errorf("process %d (%s) survived ironflow dev", pid, cmdline(pid))
 		}

@@ -4,6 +4,7 @@
 package temporalserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,9 @@ type Server struct {
 	Address string // frontend gRPC host:port
 	UIURL   string // web UI
 	cmd     *exec.Cmd
-	done    chan error
+	exited  chan struct{} // closed when the process has exited
+	waitErr error         // how it exited; read after exited is closed
+	output  bytes.Buffer  // its output when no LogFile is given, for errors
 }
 
 // Options configure Start.
@@ -73,12 +76,34 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	// A free port can be taken between choosing it and the server binding it: when the
+	// ports were chosen here, an early exit is retried on new ones.
+	attempts := 1
+	if opts.Port == 0 {
+		attempts = 3
+	}
+	var err error
+	for range attempts {
+		var t *Server
+		if t, err = start(ctx, bin, opts); err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, errExitedEarly) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+var errExitedEarly = errors.New("temporal dev server exited early")
+
+func start(ctx context.Context, bin string, opts Options) (*Server, error) {
 	port, err := portOrFree(opts.Port)
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--log-level", "warn"}
-	t := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan error, 1)}
+	t := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), exited: make(chan struct{})}
 	if opts.UIPort < 0 || opts.Headless {
 		args = append(args, "--headless")
 	} else {
@@ -95,6 +120,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	cmd := exec.Command(bin, args...)
 	// Own process group, so Stop ends the server and nothing else.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = &t.output, &t.output
 	if opts.LogFile != "" {
 		f, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -107,7 +133,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("start temporal dev server: %w", err)
 	}
 	t.cmd = cmd
-	go func() { t.done <- cmd.Wait() }()
+	go func() {
+		t.waitErr = cmd.Wait()
+		close(t.exited)
+	}()
 	if err := t.waitReady(ctx); err != nil {
 		t.Stop()
 		return nil, err
@@ -125,8 +154,8 @@ func (t *Server) waitReady(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case err := <-t.done:
-			return fmt.Errorf("temporal dev server exited early: %v", err)
+		case <-t.exited:
+			return fmt.Errorf("%w (%v): %s", errExitedEarly, t.waitErr, lastBytes(t.output.String(), 2000))
 		case <-ctx.Done():
 			return fmt.Errorf("temporal dev server not ready on %s: %w", t.Address, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
@@ -142,10 +171,10 @@ func (t *Server) Stop() {
 	pgid := t.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
-	case <-t.done:
+	case <-t.exited:
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-t.done
+		<-t.exited
 	}
 	t.cmd = nil
 }
@@ -155,4 +184,11 @@ func portOrFree(port int) (int, error) {
 		return port, nil
 	}
 	return netutil.FreePort()
+}
+
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
