@@ -67,15 +67,26 @@ func (c *controller) activeLeases() int {
 	return n
 }
 
-// ExportLeases implements rackacts.Controller.
+// ExportLeases implements rackacts.Controller. Leases the region refuses are logged and left
+// out, so that one bad record cannot stop a transfer; it returns how many were accepted.
 func (c *controller) ExportLeases(ctx context.Context) (int, error) {
 	all := c.table.Export()
+	accepted := 0
 	for start := 0; start < len(all); start += exportBatch {
-		if err := c.region.SyncLeases(ctx, all[start:min(start+exportBatch, len(all))]); err != nil {
+		batch := all[start:min(start+exportBatch, len(all))]
+		out, err := leases.Send(ctx, c.region, batch)
+		if err != nil {
 			return 0, err
 		}
+		for _, r := range out.Rejected {
+			c.log.Error("the region rejected a lease of the export", "addr", r.IP, "mac", r.MAC, "err", r.Error)
+		}
+		for i, err := range out.Refused {
+			c.log.Error("the region refused a lease of the export", "addr", batch[i].Addr, "mac", batch[i].MAC, "err", err)
+		}
+		accepted += len(batch) - len(out.Rejected) - len(out.Refused)
 	}
-	return len(all), nil
+	return accepted, nil
 }
 
 // MoveToRegion implements rackacts.Controller. The registration is stored before the link

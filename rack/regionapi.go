@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"sync/atomic"
 
+	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -84,7 +86,7 @@ func (r regionAPI) post(ctx context.Context, path string, in, out any) error {
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = string(bytes.TrimSpace(data[:min(len(data), 512)]))
 		}
-		return fmt.Errorf("POST %s: %s: %s", full, resp.Status, e.Error)
+		return &statusError{path: full, status: resp.Status, code: resp.StatusCode, msg: e.Error}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("POST %s: decode answer: %w", full, err)
@@ -98,8 +100,29 @@ func (r regionAPI) heartbeat(ctx context.Context, hb api.RackHeartbeat) error {
 	return r.post(ctx, "/heartbeat", hb, &rack)
 }
 
-// SyncLeases implements leases.Syncer: one POST per batch.
-func (r regionAPI) SyncLeases(ctx context.Context, batch []api.Lease) error {
-	var res api.LeaseSyncResult
-	return r.post(ctx, "/leases", batch, &res)
+// statusError is a region's answer other than 200 to one of the rack's calls.
+type statusError struct {
+	path, status, msg string
+	code              int
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("POST %s: %s: %s", e.path, e.status, e.msg)
+}
+
+// SyncLeases implements leases.Syncer: one POST per batch. A 400, 409, 413, 422 or 500 is
+// about the batch's content (the region answers 503 when its database is down, 401/403/404
+// when it does not know or trust the rack), so it is marked leases.ErrBatchRefused.
+func (r regionAPI) SyncLeases(ctx context.Context, batch []api.Lease) (api.LeaseBatchResult, error) {
+	var res api.LeaseBatchResult
+	err := r.post(ctx, "/leases", batch, &res)
+	var se *statusError
+	if errors.As(err, &se) {
+		switch se.code {
+		case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge,
+			http.StatusUnprocessableEntity, http.StatusInternalServerError:
+			return res, fmt.Errorf("%w: %w", leases.ErrBatchRefused, err)
+		}
+	}
+	return res, err
 }

@@ -70,6 +70,7 @@ type process struct {
 	log      *slog.Logger
 	st       State
 	table    *leases.Table
+	uploader *leases.Uploader
 	link     *regionlink.Link
 	auth     *rackAuth
 	ctrl     *controller
@@ -117,6 +118,9 @@ func open(o Options) (_ *process, err error) {
 		hc: &http.Client{Timeout: 30 * time.Second}, log: p.log, st: p.st}
 	if p.ctrl.interfaces == nil {
 		p.ctrl.interfaces = []string{}
+	}
+	if p.uploader, err = leases.NewUploader(p.table, p.ctrl.region, leases.UploaderOptions{Registry: reg, Logger: p.log.With("component", "lease-sync")}); err != nil {
+		return nil, err
 	}
 
 	if o.TFTPListen != "" || o.HTTPListen != "" {
@@ -193,8 +197,7 @@ func (p *process) run(ctx context.Context) error {
 	}
 	g.Go(func() error { return p.link.Serve(asRack(ctx)) })
 	g.Go(func() error { return p.ctrl.heartbeats(ctx, p.o.HeartbeatInterval) })
-	uploader := leases.NewUploader(p.table, p.ctrl.region, leases.UploaderOptions{Logger: p.log.With("component", "lease-sync")})
-	g.Go(func() error { return uploader.Serve(asRack(ctx)) })
+	g.Go(func() error { return p.uploader.Serve(asRack(ctx)) })
 	if p.o.Temporal.HostPort != "" {
 		acts := rackacts.New(p.ctrl, p.o.RegionSecrets)
 		g.Go(func() error { return runWorker(ctx, p.o, p.st.Uuid, acts, p.log.With("component", "worker")) })

@@ -21,12 +21,12 @@ type flakyRegion struct {
 	got      chan struct{}
 }
 
-func (r *flakyRegion) SyncLeases(ctx context.Context, leases []api.Lease) error {
+func (r *flakyRegion) SyncLeases(ctx context.Context, leases []api.Lease) (api.LeaseBatchResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
 	if r.calls <= r.failures {
-		return errors.New("region unreachable")
+		return api.LeaseBatchResult{}, errors.New("region unreachable")
 	}
 	r.batches = append(r.batches, leases)
 	for _, l := range leases {
@@ -36,7 +36,7 @@ func (r *flakyRegion) SyncLeases(ctx context.Context, leases []api.Lease) error 
 	case r.got <- struct{}{}:
 	default:
 	}
-	return nil
+	return api.LeaseBatchResult{Stored: len(leases)}, nil
 }
 
 func (r *flakyRegion) snapshot() (map[string]api.Lease, [][]api.Lease) {
@@ -52,7 +52,10 @@ func (r *flakyRegion) snapshot() (map[string]api.Lease, [][]api.Lease) {
 func TestUploaderBatchesAndRetries(t *testing.T) {
 	tb := openTable(t, t.TempDir(), newClock(), bigPool())
 	region := &flakyRegion{failures: 3, latest: map[string]api.Lease{}, got: make(chan struct{}, 1)}
-	up := NewUploader(tb, region, UploaderOptions{BatchSize: 10, Interval: time.Millisecond, RetryDelay: time.Millisecond})
+	up, err := NewUploader(tb, region, UploaderOptions{BatchSize: 10, Interval: time.Millisecond, RetryDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- up.Serve(ctx) }()

@@ -155,11 +155,16 @@ func Open(opts Options) (*Table, error) {
 		dirty:   map[netip.Addr]struct{}{},
 		changed: make(chan struct{}, 1),
 	}
+	cleaned := 0
 	for i, p := range payloads {
 		l, err := decodeRecord(p)
 		if err != nil {
 			w.close()
 			return nil, fmt.Errorf("lease log record %d: %w", i, err)
+		}
+		if h := CleanHostname(l.Hostname); h != l.Hostname {
+			l.Hostname = h // logged by a version that stored client names as sent
+			cleaned++
 		}
 		t.apply(&l)
 	}
@@ -170,6 +175,14 @@ func Open(opts Options) (*Table, error) {
 		t.changed <- struct{}{}
 	}
 	t.snapshotSize.Store(w.length())
+	if cleaned > 0 {
+		// Rewrite the log so that the raw names do not outlive this start.
+		opts.Logger.Warn("lease log held invalid host names; cleaned them", "records", cleaned)
+		if err := t.Compact(); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
@@ -391,7 +404,7 @@ func (t *Table) sweep(p *pool, now time.Time) {
 
 // Grant binds addr to mac in subnet for the pool's lease time, or renews the binding, and
 // returns once the lease is durable. A previous active lease of mac in the subnet on
-// another address is released.
+// another address is released. The client's hostname is kept as CleanHostname makes it.
 func (t *Table) Grant(subnet string, mac net.HardwareAddr, addr netip.Addr, hostname string) (Lease, error) {
 	if len(mac) == 0 || !addr.Is4() {
 		return Lease{}, fmt.Errorf("%w: MAC %q, address %s", ErrInvalid, mac, addr)
@@ -414,7 +427,7 @@ func (t *Table) Grant(subnet string, mac net.HardwareAddr, addr netip.Addr, host
 		seq = t.write(&rel)
 		p.unhold(rel.Addr)
 	}
-	l := &Lease{Addr: addr, MAC: append(net.HardwareAddr(nil), mac...), Subnet: subnet, Hostname: hostname,
+	l := &Lease{Addr: addr, MAC: append(net.HardwareAddr(nil), mac...), Subnet: subnet, Hostname: CleanHostname(hostname),
 		State: Active, Start: now, Expires: now.Add(p.LeaseTime)}
 	if cur := t.byAddr[addr]; cur != nil && cur.State == Active && now.Before(cur.Expires) && bytes.Equal(cur.MAC, mac) {
 		l.Start = cur.Start // a renewal keeps the lease's start
