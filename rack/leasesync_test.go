@@ -8,11 +8,16 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ironflow/ironflow/dev/pgtest"
 
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/region/api"
@@ -86,7 +91,7 @@ func (r *poisonRegion) poisonSent() int {
 
 // syncingRack is a lease table uploading to a region, as a rack process runs them.
 type syncingRack struct {
-	table   *leases.Table
+	table  *leases.Table
 	reg    *prometheus.Registry
 	stop   func()
 	subnet string
@@ -210,4 +215,92 @@ func TestLeaseSyncIsolatesAPoisonLease(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPoisonLeasesDoNotBlockSyncToARealRegion runs a rack against a real region: a client
+// whose DHCP host name carries a NUL byte (which PostgreSQL cannot store) gets its address
+// and its lease reaches the region with the name cleaned; a lease in the rack's log that the
+// region refuses (an address outside its subnet) is isolated and dropped, and the other
+// leases, also later ones, reach the region.
+func TestPoisonLeasesDoNotBlockSyncToARealRegion(t *testing.T) {
+	r := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := Register(ctx, RegisterOptions{URLs: []string{r.URL}, Secret: testSecret, Name: "rack-1", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := r.admin()
+	network(t, admin, st.Uuid)
+	subnets, err := admin.Subnets().List(ctx, nil)
+	if err != nil || len(subnets) != 1 {
+		t.Fatalf("subnets %v: %v", subnets, err)
+	}
+	outside := seedLease(t, filepath.Join(dir, leasesDir), st.Uuid, subnets[0].Uuid)
+
+	o := rackOptions(t, dir)
+	startRack(t, o)
+	agent := newRelayAgent(t, o.DHCPRelayListen)
+	named := net.HardwareAddr{0x52, 0x54, 0x00, 0x00, 0x00, 0x01}
+	var namedAddr netip.Addr
+	eventually(t, "an address for the client with a NUL in its host name", func() bool {
+		got, err := agent.DORA(named, dhcpv4.WithOption(dhcpv4.OptHostName("ev\x00il")))
+		namedAddr = got
+		return err == nil && got.IsValid()
+	})
+	plain := net.HardwareAddr{0x52, 0x54, 0x00, 0x00, 0x00, 0x02}
+	plainAddr := agent.dora(t, plain)
+
+	regionLeases := func() map[string]api.Lease {
+		ls, err := admin.Leases().List(ctx, url.Values{"Rack": {st.Uuid}})
+		if err != nil {
+			return nil
+		}
+		m := map[string]api.Lease{}
+		for _, l := range ls {
+			m[l.Addr] = l
+		}
+		return m
+	}
+	eventually(t, "both leases at the region", func() bool {
+		m := regionLeases()
+		_, ok := m[plainAddr.String()]
+		return ok && m[namedAddr.String()].Hostname == "evil"
+	})
+	rackURL := "http://" + o.HTTPListen
+	eventually(t, "the refused lease dropped and counted", func() bool {
+		_, metrics := httpGet(rackURL + "/metrics")
+		return strings.Contains(metrics, "ironflow_lease_sync_dropped_total{reason=")
+	})
+	later := agent.dora(t, net.HardwareAddr{0x52, 0x54, 0x00, 0x00, 0x00, 0x03})
+	eventually(t, "a later lease at the region", func() bool {
+		_, ok := regionLeases()[later.String()]
+		return ok
+	})
+	if _, ok := regionLeases()[outside.String()]; ok {
+		t.Errorf("the region stored %s, outside its subnet", outside)
+	}
+}
+
+// seedLease writes into the rack's lease log a lease of subnet at an address outside the
+// subnet's network, as a rack would hold after the subnet was renumbered on the region.
+func seedLease(t *testing.T, dir, rack, subnet string) netip.Addr {
+	t.Helper()
+	tb, err := leases.Open(leases.Options{Dir: dir, Rack: rack, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	a := netip.MustParseAddr("10.99.0.5")
+	if err := tb.Configure([]leases.Pool{{Subnet: subnet, Prefix: netip.MustParsePrefix("10.99.0.0/24"), RangeStart: a, RangeEnd: a, LeaseTime: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	mac := net.HardwareAddr{0x52, 0x54, 0x00, 0x00, 0x99, 0x05}
+	if _, err := tb.Offer(subnet, mac, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Grant(subnet, mac, a, "renumbered"); err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -65,7 +65,8 @@ func (r *Relay) Exchange(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
 }
 
 // DORA runs DISCOVER, OFFER, REQUEST, ACK for mac and returns the acknowledged address.
-func (r *Relay) DORA(mac net.HardwareAddr) (netip.Addr, error) {
+// mods change the REQUEST (e.g. dhcpv4.WithOption to send a host name).
+func (r *Relay) DORA(mac net.HardwareAddr, mods ...dhcpv4.Modifier) (netip.Addr, error) {
 	discover, err := dhcpv4.NewDiscovery(mac)
 	if err != nil {
 		return netip.Addr{}, err
@@ -77,7 +78,7 @@ func (r *Relay) DORA(mac net.HardwareAddr) (netip.Addr, error) {
 	if offer.MessageType() != dhcpv4.MessageTypeOffer {
 		return netip.Addr{}, fmt.Errorf("answer to DISCOVER is %s", offer.MessageType())
 	}
-	request, err := dhcpv4.NewRequestFromOffer(offer)
+	request, err := dhcpv4.NewRequestFromOffer(offer, mods...)
 	if err != nil {
 		return netip.Addr{}, err
 	}
