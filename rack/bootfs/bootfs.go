@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Errors returned by Resolve; callers map them to protocol errors.
@@ -79,25 +80,50 @@ func (d *Dir) Resolve(name string) (string, error) {
 	return rel, nil
 }
 
-// OpenFile resolves name and opens it read-only. Only regular files are served. The open goes
-// through os.Root as well, so a symlink swapped in after Resolve still cannot escape.
+// OpenFile resolves name and opens it read-only. Only regular files are served, and a name
+// that is something else (a FIFO, a device, a socket, a directory) is refused without being
+// opened for reading: opening a FIFO would block until a writer came. The type is checked
+// before the open and again on the open file, which is opened non-blocking so that a FIFO
+// swapped in between cannot hang the caller either. The open goes through os.Root as well,
+// so a symlink swapped in after Resolve still cannot escape.
 func (d *Dir) OpenFile(name string) (*os.File, fs.FileInfo, error) {
 	rel, err := d.Resolve(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := d.fsys.Open(rel)
+	info, err := d.fsys.Stat(rel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stat %q: %w", name, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%w: %q is %s", ErrNotRegular, name, kind(info.Mode()))
+	}
+	f, err := d.fsys.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open %q: %w", name, err)
 	}
-	info, err := f.Stat()
-	if err != nil {
+	if info, err = f.Stat(); err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("stat %q: %w", name, err)
 	}
 	if !info.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: %q", ErrNotRegular, name)
+		return nil, nil, fmt.Errorf("%w: %q is %s", ErrNotRegular, name, kind(info.Mode()))
 	}
 	return f, info, nil
+}
+
+// kind names a non-regular file type for error messages.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }

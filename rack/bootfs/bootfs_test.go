@@ -6,11 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
-// newTree builds a boot dir with a file, a subdirectory, an inside symlink and two escaping
-// symlinks, next to a secret file outside it.
+// newTree builds a boot dir with a file, a subdirectory, an inside symlink, two escaping
+// symlinks and a FIFO with no writer (and a symlink to it), next to a secret file outside it.
 func newTree(t testing.TB) *Dir {
 	t.Helper()
 	base := t.TempDir()
@@ -22,6 +23,10 @@ func newTree(t testing.TB) *Dir {
 	mustSymlink(t, "../secret", filepath.Join(root, "escape-rel"))
 	mustSymlink(t, filepath.Join(base, "secret"), filepath.Join(root, "escape-abs"))
 	mustSymlink(t, base, filepath.Join(root, "images", "up"))
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, "fifo", filepath.Join(root, "fifo-link"))
 	d, err := Open(root)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +75,8 @@ func TestOpenFile(t *testing.T) {
 		{name: "images/up/secret", wantErr: ErrOutside},
 		{name: "images", wantErr: ErrNotRegular},
 		{name: ".", wantErr: ErrNotRegular},
+		{name: "fifo", wantErr: ErrNotRegular}, // opening it for reading would block
+		{name: "fifo-link", wantErr: ErrNotRegular},
 		{name: "missing", wantErr: fs.ErrNotExist},
 	}
 	for _, tt := range tests {

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
 )
@@ -92,5 +94,23 @@ func TestAssetConfinement(t *testing.T) {
 				t.Fatal("served a file outside the boot directory")
 			}
 		})
+	}
+}
+
+// TestFIFOIsRefusedWithoutBlocking: a FIFO in the boot directory (no writer) is refused at
+// once instead of hanging the request, and the server then shuts down promptly.
+func TestFIFOIsRefusedWithoutBlocking(t *testing.T) {
+	rack := startRack(t, machines{}, regiontest.Start(t, "a").URL)
+	if err := syscall.Mkfifo(filepath.Join(rack.dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(rack.url + "/boot/fifo")
+	if err != nil {
+		t.Fatalf("GET of a FIFO: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("GET of a FIFO: %d, want 403", resp.StatusCode)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/pin/tftp/v3"
@@ -142,6 +143,9 @@ func TestRefusals(t *testing.T) {
 	if err := os.Symlink("../secret", filepath.Join(dir, "escape")); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	addr, srv, stop := startServer(t, dir)
 	tests := []struct {
 		name, file, wantErr string
@@ -152,6 +156,7 @@ func TestRefusals(t *testing.T) {
 		{"symlink escape", "escape", "path outside the boot directory"},
 		{"backslash", `..\secret`, "invalid file name"},
 		{"directory", ".", "not a regular file"},
+		{"FIFO", "fifo", "not a regular file"}, // refused at once: opening it would block
 		{"missing", "nothing-here", "file not found"},
 	}
 	for _, tt := range tests {
