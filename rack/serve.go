@@ -39,6 +39,7 @@ type Options struct {
 	HTTPListen      string     // e.g. ":5248"
 	HTTPBootURL     string     // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
 	BootDir         string     // served by TFTP and HTTP
+	IPXEDir         string     // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
 	Discovery       httpboot.Boot
 
 	Temporal      client.Options    // the rack's worker; an empty HostPort runs none
@@ -129,13 +130,14 @@ func open(o Options) (_ *process, err error) {
 			return nil, err
 		}
 		p.closers = append(p.closers, dir.Close)
-		// The iPXE images DHCP points PXE clients at come from Debian's ipxe package when present.
-		installed, err := dir.InstallIPXE(bootfs.DebianIPXEDir)
+		// The iPXE images DHCP points PXE clients at come from Debian's ipxe package when the
+		// boot dir has none of its own.
+		installed, err := dir.InstallIPXE(o.IPXEDir)
 		if err != nil {
 			return nil, err
 		}
 		if len(installed) > 0 {
-			p.log.Info("iPXE binaries installed in the boot dir", "from", bootfs.DebianIPXEDir, "files", installed)
+			p.log.Info("iPXE binaries installed in the boot dir", "from", o.IPXEDir, "files", installed)
 		}
 		if o.TFTPListen != "" {
 			srv, err := tftp.New(o.TFTPListen, dir, reg, p.log.With("component", "tftp"))
@@ -234,6 +236,9 @@ func (o *Options) defaults() error {
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = api.RackHeartbeatInterval
+	}
+	if o.IPXEDir == "" {
+		o.IPXEDir = bootfs.DebianIPXEDir
 	}
 	if o.Discovery.BootEnv == "" {
 		o.Discovery = BootEnvBoot("discovery")

@@ -126,6 +126,30 @@ func TestInstallIPXE(t *testing.T) {
 	}
 }
 
+// TestInstallIPXEKeepsTheOperatorsFiles: an iPXE image already in the boot directory (the
+// operator's own build) is never replaced; missing ones are still installed.
+func TestInstallIPXEKeepsTheOperatorsFiles(t *testing.T) {
+	src := t.TempDir()
+	mustWrite(t, filepath.Join(src, "undionly.kpxe"), "bios")
+	mustWrite(t, filepath.Join(src, "ipxe.efi"), "uefi")
+	d := newTree(t)
+	own := filepath.Join(d.Root(), "ipxe.efi")
+	mustWrite(t, own, "operator's build with an embedded script")
+	copied, err := d.InstallIPXE(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(copied, ",") != "undionly.kpxe" {
+		t.Fatalf("copied %v, want only undionly.kpxe", copied)
+	}
+	if got, _ := os.ReadFile(own); string(got) != "operator's build with an embedded script" {
+		t.Fatalf("the operator's ipxe.efi was replaced by %q", got)
+	}
+	if copied, err := d.InstallIPXE(src); err != nil || len(copied) != 0 {
+		t.Fatalf("second install copied %v (%v), want nothing", copied, err)
+	}
+}
+
 // TestInstallIPXEDebian copies the real binaries when the ipxe package is installed.
 func TestInstallIPXEDebian(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(DebianIPXEDir, "undionly.kpxe")); err != nil {
