@@ -48,6 +48,11 @@ type testRack struct {
 // startRack serves a boot directory and proxies to the given regions; it stops with the test.
 func startRack(t *testing.T, lookup MachineLookup, regions ...string) *testRack {
 	t.Helper()
+	return startRackWithLimits(t, Limits{}, lookup, regions...)
+}
+
+func startRackWithLimits(t *testing.T, limits Limits, lookup MachineLookup, regions ...string) *testRack {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "boot")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -62,7 +67,7 @@ func startRack(t *testing.T, lookup MachineLookup, regions ...string) *testRack 
 		t.Fatal(err)
 	}
 	srv, err := New(Config{Dir: d, Machines: lookup, Discovery: discovery, Region: link,
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}

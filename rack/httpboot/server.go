@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/region/api"
@@ -43,6 +44,46 @@ type Config struct {
 	// register its other services' metrics there too.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
+	Limits   Limits // zero fields take the defaults
+}
+
+// Limits bound what one client can hold of the server: a connection that sends nothing, a
+// body trickled in, an idle keep-alive connection, a download that stalls.
+type Limits struct {
+	ReadHeaderTimeout time.Duration // default 10s
+	// ReadTimeout bounds reading a request, body included, and WriteTimeout its response
+	// (both default 2m: above the region's 60 s agent long poll, which the proxy carries,
+	// since net/http cancels a request's context when its read deadline passes). A boot
+	// asset gets AssetWriteBase plus the time to send it at AssetMinRate instead.
+	ReadTimeout    time.Duration
+	WriteTimeout   time.Duration
+	AssetWriteBase time.Duration // default 1m
+	AssetMinRate   int64         // bytes per second (default 256 KiB/s)
+	IdleTimeout    time.Duration // keep-alive connections with no request (default 1m)
+	MaxHeaderBytes int           // default 64 KiB
+	MaxConns       int           // open connections; more wait in the listen backlog (default 1024)
+}
+
+func (l *Limits) defaults() {
+	setDefault(&l.ReadHeaderTimeout, 10*time.Second)
+	setDefault(&l.ReadTimeout, 2*time.Minute)
+	setDefault(&l.WriteTimeout, 2*time.Minute)
+	setDefault(&l.AssetWriteBase, time.Minute)
+	setDefault(&l.AssetMinRate, 256<<10)
+	setDefault(&l.IdleTimeout, time.Minute)
+	setDefault(&l.MaxHeaderBytes, 64<<10)
+	setDefault(&l.MaxConns, 1024)
+}
+
+func setDefault[T time.Duration | int | int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// assetDeadline is how long sending size bytes of a boot asset may take.
+func (l *Limits) assetDeadline(size int64) time.Duration {
+	return l.AssetWriteBase + time.Duration(size/l.AssetMinRate)*time.Second
 }
 
 // Server is the rack's HTTP boot service.
@@ -74,6 +115,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Limits.defaults()
 	m, err := newMetrics(cfg.Registry, cfg.Region)
 	if err != nil {
 		return nil, fmt.Errorf("httpboot: %w", err)
@@ -106,13 +148,20 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // ServeListener serves on ln until ctx ends, then shuts down gracefully: requests in flight
-// (a kernel download, a proxied agent call) get up to 30 seconds to finish.
+// (a kernel download, a proxied agent call) get up to 30 seconds to finish. At most
+// Limits.MaxConns connections are open at once.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
+	l := s.cfg.Limits
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	ln = netutil.LimitListener(ln, l.MaxConns)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("http boot serving", "addr", ln.Addr().String(), "dir", s.cfg.Dir.Root())
@@ -148,6 +197,14 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
+	// Large images on slow links outlast the server's timeouts: give this response the time
+	// its size needs at the minimum rate instead (the read deadline too, whose expiry would
+	// cancel the request's context).
+	deadline := time.Now().Add(s.cfg.Limits.assetDeadline(info.Size()))
+	rc := http.NewResponseController(w)
+	if err := errors.Join(rc.SetWriteDeadline(deadline), rc.SetReadDeadline(deadline)); err != nil {
+		s.log.Warn("boot asset: cannot extend the deadlines", "path", name, "err", err)
+	}
 	http.ServeContent(w, r, info.Name(), info.ModTime(), f)
 }
 

@@ -17,8 +17,15 @@ import (
 	"github.com/ironflow/ironflow/rack/bootfs"
 )
 
-// ErrReadOnly is sent to clients that try to write.
-var ErrReadOnly = errors.New("write requests are refused: this TFTP server is read-only")
+// Errors sent to clients.
+var (
+	ErrReadOnly = errors.New("write requests are refused: this TFTP server is read-only")
+	ErrBusy     = errors.New("server busy: too many transfers in progress, try again")
+)
+
+// DefaultMaxTransfers bounds the transfers in progress at once (each holds a socket, a
+// goroutine and an open file).
+const DefaultMaxTransfers = 256
 
 // Server is a read-only TFTP server over a boot directory.
 type Server struct {
@@ -27,21 +34,23 @@ type Server struct {
 	log       *slog.Logger
 	bytesSent prometheus.Counter
 	transfers *prometheus.CounterVec
+	slots     chan struct{} // one per transfer in progress
 }
 
 // New returns a server for addr (e.g. ":69") over dir and registers its metrics with reg.
 func New(addr string, dir *bootfs.Dir, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
 	s := &Server{
-		addr: addr,
-		dir:  dir,
-		log:  log,
+		addr:  addr,
+		dir:   dir,
+		log:   log,
+		slots: make(chan struct{}, DefaultMaxTransfers),
 		bytesSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironflow_tftp_bytes_sent_total",
 			Help: "Bytes of file data sent over TFTP.",
 		}),
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironflow_tftp_requests_total",
-			Help: "TFTP requests by result (ok, refused, not_found, failed).",
+			Help: "TFTP requests by result (ok, refused, not_found, busy, failed).",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{s.bytesSent, s.transfers} {
@@ -50,6 +59,12 @@ func New(addr string, dir *bootfs.Dir, reg prometheus.Registerer, log *slog.Logg
 		}
 	}
 	return s, nil
+}
+
+// SetMaxTransfers bounds the transfers in progress at once; beyond it a read request is
+// refused with ErrBusy. Call it before serving.
+func (s *Server) SetMaxTransfers(n int) {
+	s.slots = make(chan struct{}, max(n, 1))
 }
 
 // Serve listens on the server's UDP address until ctx ends.
@@ -90,6 +105,14 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
 		addr := ot.RemoteAddr()
 		peer = addr.String()
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.transfers.WithLabelValues("busy").Inc()
+		s.log.Warn("tftp read refused: too many transfers", "peer", peer, "file", name, "max", cap(s.slots))
+		return ErrBusy
 	}
 	f, info, err := s.dir.OpenFile(name)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pin/tftp/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +25,7 @@ import (
 
 // startServer serves dir on 127.0.0.1 and returns the address and a stop function that waits
 // for transfers in flight; the server also stops with the test.
-func startServer(tb testing.TB, dir string) (string, *Server, func()) {
+func startServer(tb testing.TB, dir string, setup ...func(*Server)) (string, *Server, func()) {
 	tb.Helper()
 	d, err := bootfs.Open(dir)
 	if err != nil {
@@ -33,6 +34,9 @@ func startServer(tb testing.TB, dir string) (string, *Server, func()) {
 	srv, err := New("127.0.0.1:0", d, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
+	}
+	for _, f := range setup {
+		f(srv)
 	}
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -191,6 +195,54 @@ func TestRefusals(t *testing.T) {
 	// Every case but "missing" is a refusal, and so is the write.
 	if got := counterValue(t, srv.transfers.WithLabelValues("refused")); got != float64(len(tests)) {
 		t.Fatalf("refused counter = %v, want %d", got, len(tests))
+	}
+}
+
+// TestTransfersAreBounded: beyond the limit of transfers in progress a read request is
+// refused at once with "busy", and served again once a slot is free.
+func TestTransfersAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	randomFile(t, filepath.Join(dir, "big"), 1<<20)
+	addr, srv, _ := startServer(t, dir, func(s *Server) { s.SetMaxTransfers(1) })
+
+	// A client that asks for a file and then stalls holds the only slot.
+	stalled, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	server, _ := net.ResolveUDPAddr("udp", addr)
+	if _, err := stalled.WriteTo([]byte("\x00\x01big\x00octet\x00"), server); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1024)
+	stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, transfer, err := stalled.ReadFrom(buf)
+	if err != nil || n < 4 || buf[1] != 3 {
+		t.Fatalf("first DATA of the stalled transfer: %d bytes %x, %v", n, buf[:min(n, 4)], err)
+	}
+
+	if _, _, err := download(t, addr, "big", 0, io.Discard); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("second transfer: %v, want busy", err)
+	}
+	if got := counterValue(t, srv.transfers.WithLabelValues("busy")); got != 1 {
+		t.Fatalf("busy counter = %v, want 1", got)
+	}
+
+	// The stalled client gives up (TFTP ERROR): its slot is freed.
+	if _, err := stalled.WriteTo([]byte("\x00\x05\x00\x00gone\x00"), transfer); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, err := download(t, addr, "big", 0, io.Discard)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no transfer once the slot was free: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
