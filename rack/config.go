@@ -1,6 +1,7 @@
 package rack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ironflow/ironflow/rack/dhcp"
 	"github.com/ironflow/ironflow/rack/httpboot"
+	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -28,18 +30,25 @@ type DHCP interface {
 	Configure(cfg dhcp.Config) error
 }
 
+// OwnLeases is the rack's own lease table as the config applier consults it (*leases.Table).
+type OwnLeases interface {
+	Lookup(addr netip.Addr) (leases.Lease, bool)
+	LookupMAC(subnet string, mac net.HardwareAddr) (leases.Lease, bool)
+}
+
 // applier turns the region's rack config into the DHCP config and the machine boot table,
 // all or nothing: a config that DHCP refuses leaves both as they were.
 type applier struct {
 	rack  string // this rack's UUID
 	dhcp  DHCP
+	own   OwnLeases
 	base  dhcp.Config // ServerIP and Boot, which come from the rack's own options
 	log   *slog.Logger
 	boots atomic.Pointer[map[string]httpboot.Boot] // by MAC string
 }
 
-func newApplier(rack string, d DHCP, base dhcp.Config, log *slog.Logger) *applier {
-	a := &applier{rack: rack, dhcp: d, base: base, log: log}
+func newApplier(rack string, d DHCP, own OwnLeases, base dhcp.Config, log *slog.Logger) *applier {
+	a := &applier{rack: rack, dhcp: d, own: own, base: base, log: log}
 	a.boots.Store(&map[string]httpboot.Boot{})
 	return a
 }
@@ -105,13 +114,16 @@ func (a *applier) translate(cfg api.RackConfig) (dhcp.Config, map[string]httpboo
 }
 
 // honourLeases adds a reservation for each active lease of another rack in a served subnet
-// whose MAC and address are not reserved yet.
-func (a *applier) honourLeases(dc *dhcp.Config, leases []api.Lease, served map[string]bool) error {
+// whose MAC and address are not reserved yet. The rack trusts its own active leases over
+// what the region reports of others: a lease that contradicts one (the address granted here
+// to another client, or the client holding another address here) is ignored, so a wrong or
+// forged report cannot take a client's address away.
+func (a *applier) honourLeases(dc *dhcp.Config, reported []api.Lease, served map[string]bool) error {
 	macs, addrs := map[string]bool{}, map[netip.Addr]bool{}
 	for _, r := range dc.Reservations {
 		macs[r.MAC.String()], addrs[r.Addr] = true, true
 	}
-	for _, l := range leases {
+	for _, l := range reported {
 		if l.Rack == a.rack || l.State != "active" || !served[l.Subnet] {
 			continue
 		}
@@ -126,10 +138,27 @@ func (a *applier) honourLeases(dc *dhcp.Config, leases []api.Lease, served map[s
 		if macs[mac.String()] || addrs[addr] {
 			continue
 		}
+		if own, ok := a.ownConflict(l.Subnet, mac, addr); ok {
+			a.log.Warn("the region reports a lease of another rack that conflicts with an active lease of this rack; keeping ours",
+				"addr", addr, "mac", mac, "rack", l.Rack, "own_addr", own.Addr, "own_mac", own.MAC)
+			continue
+		}
 		macs[mac.String()], addrs[addr] = true, true
 		dc.Reservations = append(dc.Reservations, dhcp.Reservation{MAC: mac, Addr: addr, Hostname: l.Hostname, MachineRef: l.MachineRef})
 	}
 	return nil
+}
+
+// ownConflict returns this rack's active lease that a reported lease of mac on addr
+// contradicts: addr held here by another client, or mac holding another address here.
+func (a *applier) ownConflict(subnet string, mac net.HardwareAddr, addr netip.Addr) (leases.Lease, bool) {
+	if l, ok := a.own.Lookup(addr); ok && l.State == leases.Active && !bytes.Equal(l.MAC, mac) {
+		return l, true
+	}
+	if l, ok := a.own.LookupMAC(subnet, mac); ok && l.State == leases.Active && l.Addr != addr {
+		return l, true
+	}
+	return leases.Lease{}, false
 }
 
 // BootByMAC implements httpboot.MachineLookup from the applied config: a machine with a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironflow/ironflow/rack/dhcp"
 	"github.com/ironflow/ironflow/rack/httpboot"
+	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -61,7 +62,7 @@ func sampleConfig() api.RackConfig {
 
 func TestConfigApplies(t *testing.T) {
 	d := &recordingDHCP{}
-	a := newApplier(thisRack, d, dhcp.Config{ServerIP: netip.MustParseAddr("10.1.0.2")}, quiet)
+	a := newApplier(thisRack, d, noLeases{}, dhcp.Config{ServerIP: netip.MustParseAddr("10.1.0.2")}, quiet)
 	raw, _ := json.Marshal(sampleConfig())
 	if err := a.apply(raw); err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func TestConfigRefusedLeavesTheOldOneInForce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := &recordingDHCP{}
-			a := newApplier(thisRack, d, dhcp.Config{}, quiet)
+			a := newApplier(thisRack, d, noLeases{}, dhcp.Config{}, quiet)
 			d.refuse = c.refuse
 			if err := a.apply(c.raw); err == nil {
 				t.Fatal("accepted")
@@ -126,6 +127,74 @@ func TestConfigRefusedLeavesTheOldOneInForce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noLeases is a rack that has granted nothing.
+type noLeases struct{}
+
+func (noLeases) Lookup(netip.Addr) (leases.Lease, bool) { return leases.Lease{}, false }
+func (noLeases) LookupMAC(string, net.HardwareAddr) (leases.Lease, bool) {
+	return leases.Lease{}, false
+}
+
+// TestOwnActiveLeasesWinOverReportedOnes: the region reports leases of another rack that
+// contradict active leases this rack granted (its address to another MAC, its client on
+// another address); the rack keeps its own: its clients renew, the reported MACs get nothing
+// of theirs.
+func TestOwnActiveLeasesWinOverReportedOnes(t *testing.T) {
+	table, err := leases.Open(leases.Options{Dir: t.TempDir(), Rack: thisRack, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer table.Close()
+	base := dhcp.Config{ServerIP: netip.MustParseAddr("10.1.0.2")}
+	handler, err := dhcp.NewHandler(base, table, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApplier(thisRack, handler, table, base, quiet)
+	cfg := sampleConfig()
+	cfg.Leases = nil
+	if err := a.apply(mustJSON(t, cfg)); err != nil {
+		t.Fatal(err)
+	}
+	client, moved := mustMAC("52:54:00:00:0a:01"), mustMAC("52:54:00:00:0a:02")
+	clientAddr, movedAddr := netip.MustParseAddr("10.1.0.120"), netip.MustParseAddr("10.1.0.121")
+	for mac, addr := range map[string]netip.Addr{client.String(): clientAddr, moved.String(): movedAddr} {
+		if _, err := table.Grant(subnetA, mustMAC(mac), addr, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	attacker := mustMAC("52:54:00:00:0b:01")
+	cfg.Leases = []api.Lease{
+		{Addr: clientAddr.String(), MAC: attacker.String(), Subnet: subnetA, Rack: otherRack, State: "active"}, // our address, another MAC
+		{Addr: "10.1.0.130", MAC: moved.String(), Subnet: subnetA, Rack: otherRack, State: "active"},           // our client, another address
+		{Addr: "10.1.0.131", MAC: "52:54:00:00:0b:02", Subnet: subnetA, Rack: otherRack, State: "active"},      // no conflict: honoured
+	}
+	if err := a.apply(mustJSON(t, cfg)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := table.Grant(subnetA, client, clientAddr, ""); err != nil {
+		t.Errorf("our client's renewal of %s: %v", clientAddr, err)
+	}
+	if _, err := table.Grant(subnetA, attacker, clientAddr, ""); err == nil {
+		t.Errorf("the reported MAC got our client's address %s", clientAddr)
+	}
+	if got, err := table.Offer(subnetA, moved, netip.Addr{}); err != nil || got != movedAddr {
+		t.Errorf("our client with a lease on %s is offered %s (%v)", movedAddr, got, err)
+	}
+	if _, err := table.Grant(subnetA, mustMAC("52:54:00:00:0c:01"), netip.MustParseAddr("10.1.0.131"), ""); err == nil {
+		t.Error("an address of another rack's lease that conflicts with nothing here was not honoured")
+	}
+}
+
+func mustMAC(s string) net.HardwareAddr {
+	m, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 func mustJSON(t *testing.T, v any) []byte {

@@ -110,7 +110,7 @@ func open(o Options) (_ *process, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := newApplier(p.st.Uuid, handler, base, p.log.With("component", "config"))
+	cfg := newApplier(p.st.Uuid, handler, p.table, base, p.log.With("component", "config"))
 	if err := p.openLink(cfg); err != nil {
 		return nil, err
 	}
