@@ -54,7 +54,7 @@ func (r *poisonRegion) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := api.LeaseBatchResult{}
+	res := api.LeaseSyncResult{}
 	var good []api.Lease
 	for i, l := range batch {
 		if l.MAC != r.poison {

@@ -113,8 +113,8 @@ func (e *statusError) Error() string {
 // SyncLeases implements leases.Syncer: one POST per batch. A 400, 409, 413, 422 or 500 is
 // about the batch's content (the region answers 503 when its database is down, 401/403/404
 // when it does not know or trust the rack), so it is marked leases.ErrBatchRefused.
-func (r regionAPI) SyncLeases(ctx context.Context, batch []api.Lease) (api.LeaseBatchResult, error) {
-	var res api.LeaseBatchResult
+func (r regionAPI) SyncLeases(ctx context.Context, batch []api.Lease) (api.LeaseSyncResult, error) {
+	var res api.LeaseSyncResult
 	err := r.post(ctx, "/leases", batch, &res)
 	var se *statusError
 	if errors.As(err, &se) {

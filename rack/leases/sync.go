@@ -15,7 +15,7 @@ import (
 
 // Syncer sends leases to the region (implemented by the rack's region API).
 type Syncer interface {
-	SyncLeases(ctx context.Context, leases []api.Lease) (api.LeaseBatchResult, error)
+	SyncLeases(ctx context.Context, leases []api.Lease) (api.LeaseSyncResult, error)
 }
 
 // ErrBatchRefused marks a Syncer error as the region's refusal of a batch for its content

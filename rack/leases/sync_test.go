@@ -21,12 +21,12 @@ type flakyRegion struct {
 	got      chan struct{}
 }
 
-func (r *flakyRegion) SyncLeases(ctx context.Context, leases []api.Lease) (api.LeaseBatchResult, error) {
+func (r *flakyRegion) SyncLeases(ctx context.Context, leases []api.Lease) (api.LeaseSyncResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
 	if r.calls <= r.failures {
-		return api.LeaseBatchResult{}, errors.New("region unreachable")
+		return api.LeaseSyncResult{}, errors.New("region unreachable")
 	}
 	r.batches = append(r.batches, leases)
 	for _, l := range leases {
@@ -36,7 +36,7 @@ func (r *flakyRegion) SyncLeases(ctx context.Context, leases []api.Lease) (api.L
 	case r.got <- struct{}{}:
 	default:
 	}
-	return api.LeaseBatchResult{Stored: len(leases)}, nil
+	return api.LeaseSyncResult{Stored: len(leases)}, nil
 }
 
 func (r *flakyRegion) snapshot() (map[string]api.Lease, [][]api.Lease) {
