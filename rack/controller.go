@@ -101,7 +101,7 @@ func (c *controller) MoveToRegion(ctx context.Context, urls []string, secret str
 	defer c.moveMu.Unlock()
 	cur := c.state()
 	reg := api.RackRegistration{Uuid: cur.Uuid, Name: cur.Name, Interfaces: c.interfaces, Version: c.version}
-	st, err := registerAny(ctx, c.hc, urls, secret, reg)
+	st, err := registerAny(ctx, c.hc, urls, credentials{token: cur.Token, tokenURLs: cur.Endpoints, secret: secret}, reg)
 	if err != nil {
 		return api.Info{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +45,10 @@ func (e *RegistrationError) Error() string {
 
 // Register registers the rack with the first region of o.URLs that accepts it and stores
 // the registration (UUID, token, endpoints) in the state directory, atomically. A rack
-// registered before keeps its UUID. Serve picks up the new endpoints at its next start.
+// registered before keeps its UUID and proves it with its own token to the endpoints of
+// that registration (a region lets the shared secret claim a rack only once); the secret is
+// used where the token is unknown (a new region, or a revoked token). Serve picks up the
+// new endpoints at its next start.
 func Register(ctx context.Context, o RegisterOptions) (State, error) {
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir
@@ -53,12 +57,12 @@ func Register(ctx context.Context, o RegisterOptions) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if o.Secret == "" {
-		return State{}, errors.New("register: no rack secret given")
-	}
 	prev, err := LoadState(o.StateDir)
 	if err != nil && !errors.Is(err, ErrNotRegistered) {
 		return State{}, err
+	}
+	if o.Secret == "" && prev.Token == "" {
+		return State{}, errors.New("register: no rack secret given")
 	}
 	if o.Name == "" {
 		o.Name = prev.Name
@@ -72,7 +76,8 @@ func Register(ctx context.Context, o RegisterOptions) (State, error) {
 	if reg.Interfaces == nil {
 		reg.Interfaces = []string{}
 	}
-	st, err := registerAny(ctx, o.HTTPClient, urls, o.Secret, reg)
+	creds := credentials{token: prev.Token, tokenURLs: prev.Endpoints, secret: o.Secret}
+	st, err := registerAny(ctx, o.HTTPClient, urls, creds, reg)
 	if err != nil {
 		return State{}, err
 	}
@@ -98,9 +103,31 @@ func normalizeURLs(raw []string) ([]string, error) {
 	return out, nil
 }
 
+// credentials are what a registration may present: the rack's own token, to the endpoints
+// of the region that issued it only (it is a credential there and must not reach another
+// region), else the region's shared rack secret.
+type credentials struct {
+	token     string
+	tokenURLs []string
+	secret    string
+}
+
+// forURL returns the bearers to try at base, in order.
+func (c credentials) forURL(base string) []string {
+	var out []string
+	if c.token != "" && slices.Contains(c.tokenURLs, base) {
+		out = append(out, c.token)
+	}
+	if c.secret != "" {
+		out = append(out, c.secret)
+	}
+	return out
+}
+
 // registerAny tries each URL in turn and returns the state of the first registration that
-// succeeds; with none it returns every failure.
-func registerAny(ctx context.Context, hc *http.Client, urls []string, secret string, reg api.RackRegistration) (State, error) {
+// succeeds; with none it returns every failure. At each URL the rack's token goes first; the
+// secret follows only when the region does not know the token (401).
+func registerAny(ctx context.Context, hc *http.Client, urls []string, creds credentials, reg api.RackRegistration) (State, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -110,11 +137,17 @@ func registerAny(ctx context.Context, hc *http.Client, urls []string, secret str
 	}
 	var errs []error
 	for _, base := range urls {
-		got, err := registerAt(ctx, hc, base, secret, body)
-		if err == nil {
-			return State{Uuid: got.Rack.Uuid, Name: got.Rack.Name, Token: got.Token, Endpoints: urls, Region: got.Region}, nil
+		for _, bearer := range creds.forURL(base) {
+			got, err := registerAt(ctx, hc, base, bearer, body)
+			if err == nil {
+				return State{Uuid: got.Rack.Uuid, Name: got.Rack.Name, Token: got.Token, Endpoints: urls, Region: got.Region}, nil
+			}
+			errs = append(errs, err)
+			var refused *RegistrationError
+			if !errors.As(err, &refused) || refused.StatusCode != http.StatusUnauthorized {
+				break
+			}
 		}
-		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
@@ -122,13 +155,13 @@ func registerAny(ctx context.Context, hc *http.Client, urls []string, secret str
 	return State{}, fmt.Errorf("register rack %s: %w", reg.Name, errors.Join(errs...))
 }
 
-func registerAt(ctx context.Context, hc *http.Client, base, secret string, body []byte) (api.RackRegistered, error) {
+func registerAt(ctx context.Context, hc *http.Client, base, bearer string, body []byte) (api.RackRegistered, error) {
 	var out api.RackRegistered
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.PathPrefix+"/racks/register", bytes.NewReader(body))
 	if err != nil {
 		return out, err
 	}
-	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
