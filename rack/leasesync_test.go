@@ -270,7 +270,8 @@ func TestPoisonLeasesDoNotBlockSyncToARealRegion(t *testing.T) {
 	rackURL := "http://" + o.HTTPListen
 	eventually(t, "the refused lease dropped and counted", func() bool {
 		_, metrics := httpGet(rackURL + "/metrics")
-		return strings.Contains(metrics, "ironflow_lease_sync_dropped_total{reason=")
+		return strings.Contains(metrics, `ironflow_lease_sync_dropped_total{reason="refused"} 1`) ||
+			strings.Contains(metrics, `ironflow_lease_sync_dropped_total{reason="rejected"} 1`)
 	})
 	later := agent.dora(t, net.HardwareAddr{0x52, 0x54, 0x00, 0x00, 0x00, 0x03})
 	eventually(t, "a later lease at the region", func() bool {

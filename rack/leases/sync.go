@@ -77,6 +77,9 @@ func NewUploader(t *Table, s Syncer, o UploaderOptions) (*Uploader, error) {
 	if u.log == nil {
 		u.log = slog.Default()
 	}
+	for _, reason := range []string{DropRejected, DropRefused} {
+		u.dropped.WithLabelValues(reason) // exported as 0 from the start
+	}
 	if o.Registry != nil {
 		if err := o.Registry.Register(u.dropped); err != nil {
 			return nil, fmt.Errorf("lease sync metrics: %w", err)
