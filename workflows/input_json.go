@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/jsonfields"
 	"github.com/ironflow/ironflow/internal/suggest"
 )
 
@@ -50,27 +51,24 @@ func decodeInput(typeName string, data []byte, out any) error {
 	if err := json.Unmarshal(data, &fields); err != nil {
 		return fmt.Errorf("%s: want a JSON object: %w", typeName, err)
 	}
-	known := jsonFields(reflect.TypeOf(out).Elem())
-	names := make([]string, len(known))
-	for i, f := range known {
-		names[i] = f.name
-	}
+	known := jsonfields.Of(reflect.TypeOf(out).Elem())
+	names := jsonfields.Names(known)
 	for key, raw := range fields {
-		f, ok := fieldFor(known, key)
+		f, ok := jsonfields.Lookup(known, key)
 		if !ok {
 			return fmt.Errorf("%s has no field %q%s; its fields are %s",
 				typeName, key, suggest.Hint(key, names), strings.Join(names, ", "))
 		}
-		if f.typ != durationType || len(raw) == 0 || raw[0] != '"' {
+		if f.Type != durationType || len(raw) == 0 || raw[0] != '"' {
 			continue
 		}
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return fmt.Errorf("%s.%s: %w", typeName, f.name, err)
+			return fmt.Errorf("%s.%s: %w", typeName, f.Name, err)
 		}
 		d, err := time.ParseDuration(text)
 		if err != nil {
-			return fmt.Errorf("%s.%s: %q is not a duration (e.g. \"10m\", \"1h30m\", or integer nanoseconds)", typeName, f.name, text)
+			return fmt.Errorf("%s.%s: %q is not a duration (e.g. \"10m\", \"1h30m\", or integer nanoseconds)", typeName, f.Name, text)
 		}
 		fields[key] = json.RawMessage(fmt.Sprint(int64(d)))
 	}
@@ -84,52 +82,4 @@ func decodeInput(typeName string, data []byte, out any) error {
 		return fmt.Errorf("%s: %w", typeName, err)
 	}
 	return nil
-}
-
-// jsonField is an exported field as encoding/json sees it.
-type jsonField struct {
-	name string // its key in JSON
-	typ  reflect.Type
-}
-
-// jsonFields are the fields encoding/json decodes into st, in order.
-func jsonFields(st reflect.Type) []jsonField {
-	var out []jsonField
-	for f := range st.Fields() {
-		if name, ok := jsonName(f); ok {
-			out = append(out, jsonField{name, f.Type})
-		}
-	}
-	return out
-}
-
-// fieldFor finds the field key decodes into, matching as encoding/json does: the exact name
-// first, else one equal but for case.
-func fieldFor(fields []jsonField, key string) (jsonField, bool) {
-	for _, f := range fields {
-		if f.name == key {
-			return f, true
-		}
-	}
-	for _, f := range fields {
-		if strings.EqualFold(f.name, key) {
-			return f, true
-		}
-	}
-	return jsonField{}, false
-}
-
-// jsonName is the key of f in JSON, and false for fields encoding/json skips.
-func jsonName(f reflect.StructField) (string, bool) {
-	if !f.IsExported() {
-		return "", false
-	}
-	tag := f.Tag.Get("json")
-	if tag == "-" {
-		return "", false
-	}
-	if name, _, _ := strings.Cut(tag, ","); name != "" {
-		return name, true
-	}
-	return f.Name, true
 }

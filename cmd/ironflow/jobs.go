@@ -33,9 +33,10 @@ func newJobLogCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "log KEY",
 		Short: "Print the log of a job",
+		Long:  "Print the log of a job. " + jobs.keyHelp(),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := regionClient(cmd).JobLog(cmd.Context(), args[0])
+			text, err := regionClient(cmd).JobLog(cmd.Context(), jobs.key(args[0]))
 			if err != nil {
 				return err
 			}
