@@ -312,15 +312,15 @@ func migrationInput(ctx context.Context, tc client.Client, id, runID string) (wo
 func failureMessage(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		return appErr.Message()
+		return plainError(appErr.Message())
 	}
 	var wfErr *temporal.WorkflowExecutionError
 	if errors.As(err, &wfErr) {
 		if cause := errors.Unwrap(wfErr); cause != nil {
-			return cause.Error()
+			return plainError(cause.Error())
 		}
 	}
-	return err.Error()
+	return plainError(err.Error())
 }
 
 func notFoundAsMigration(id string, err error) error {
@@ -396,7 +396,7 @@ func waitMigration(ctx context.Context, tc client.Client, run client.WorkflowRun
 	})
 	switch {
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("stopped waiting; migration %s goes on (ironflow migrations show %s): %w", run.GetID(), run.GetID(), ctx.Err())
+		return res, stoppedWaiting("migration", run.GetID())
 	case temporal.IsCanceledError(err):
 		// A compensation that fails turns the cancellation into a failure instead.
 		return res, fmt.Errorf("migration %s was canceled; the steps it had done were undone", run.GetID())
@@ -404,6 +404,13 @@ func waitMigration(ctx context.Context, tc client.Client, run client.WorkflowRun
 		return res, fmt.Errorf("migration %s failed: %s", run.GetID(), failureMessage(err))
 	}
 	return res, nil
+}
+
+// stoppedWaiting is the error of a wait the user interrupted (Ctrl-C): the workflow is not
+// affected, and the message says how to follow or stop it.
+func stoppedWaiting(what, id string) error {
+	return fmt.Errorf("stopped waiting; the %s continues in the background. Follow it with `ironflow migrations show %s`, cancel it with `ironflow migrations cancel %s`",
+		what, id, id)
 }
 
 // followRun waits for run to end with its result in result, calling poll every
@@ -428,6 +435,6 @@ func followRun(ctx context.Context, run client.WorkflowRun, result any, poll fun
 // printNewErrors writes the errors of now that were not in before, one per line.
 func printNewErrors(w io.Writer, before, now []string) {
 	for _, e := range now[min(len(before), len(now)):] {
-		fmt.Fprintln(w, "error:", e)
+		fmt.Fprintln(w, "error:", plainError(e))
 	}
 }

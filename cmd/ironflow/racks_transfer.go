@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -71,10 +69,7 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 	if info.Name == o.to {
 		return fmt.Errorf("rack %s is on region %s already", key, o.to)
 	}
-	if _, err := uuid.Parse(key); err != nil && !strings.Contains(key, ":") {
-		key = "Name:" + key
-	}
-	rack, err := rc.Racks().Get(cmd.Context(), key)
+	rack, err := rc.Racks().Get(cmd.Context(), racks.key(key))
 	if err != nil {
 		return fmt.Errorf("rack %s on region %s: %w", key, info.Name, err)
 	}
@@ -84,6 +79,9 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 		return err
 	}
 	defer tc.Close()
+	if err := checkRegions(cmd.Context(), tc, regionArg{"source: -E", in.SourceRegion}, regionArg{"--to", in.TargetRegion}); err != nil {
+		return err
+	}
 	run, err := startTransfer(cmd.Context(), tc, rack.Name, in)
 	if err != nil {
 		return err
@@ -143,7 +141,7 @@ func waitTransfer(ctx context.Context, tc client.Client, run client.WorkflowRun,
 	})
 	switch {
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("stopped waiting; transfer %s goes on: %w", run.GetID(), ctx.Err())
+		return res, stoppedWaiting("rack transfer", run.GetID())
 	case temporal.IsCanceledError(err):
 		return res, fmt.Errorf("transfer %s was canceled; the steps it had done before the repoint were undone", run.GetID())
 	case err != nil:

@@ -92,6 +92,11 @@ func (o *bulkOptions) input() (workflows.BulkMigrateInput, error) {
 	return in, nil
 }
 
+// checkRegions refuses a --from or --to the workers do not know.
+func (o *bulkOptions) checkRegions(ctx context.Context, tc client.Client) error {
+	return checkRegions(ctx, tc, regionArg{"--from", o.from}, regionArg{"--to", o.to})
+}
+
 // bulkSearchAttributes let `temporal workflow list` find bulk migrations by region.
 func bulkSearchAttributes(in workflows.BulkMigrateInput) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(workflows.SourceRegionKey.ValueSet(in.SourceRegion), workflows.TargetRegionKey.ValueSet(in.TargetRegion))
@@ -133,6 +138,9 @@ once, and a machine that fails does not stop the others. Prints the workflow ID 
 				return err
 			}
 			defer tc.Close()
+			if err := o.checkRegions(cmd.Context(), tc); err != nil {
+				return err
+			}
 			opts := workflows.BulkMigrateStartOptions(name)
 			opts.TypedSearchAttributes = bulkSearchAttributes(in)
 			run, err := tc.ExecuteWorkflow(cmd.Context(), opts, workflows.BulkMigrate, in)
@@ -205,7 +213,7 @@ func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, pro
 	})
 	switch {
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("stopped waiting; bulk migration %s goes on: %w", run.GetID(), ctx.Err())
+		return res, stoppedWaiting("bulk migration", run.GetID())
 	case temporal.IsCanceledError(err):
 		return res, fmt.Errorf("bulk migration %s was canceled; its running migrations undid their steps", run.GetID())
 	case err != nil:
@@ -266,6 +274,9 @@ selected when it starts. A run still going at the next time makes that time be s
 				return err
 			}
 			defer tc.Close()
+			if err := o.checkRegions(cmd.Context(), tc); err != nil {
+				return err
+			}
 			id := workflows.BulkMigrateID(name)
 			_, err = tc.ScheduleClient().Create(cmd.Context(), client.ScheduleOptions{
 				ID:   id,
