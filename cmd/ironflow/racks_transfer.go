@@ -46,7 +46,7 @@ it prints each phase and the machine counts on stderr as they change, then the r
 	f := c.Flags()
 	f.StringVar(&o.to, "to", "", "target region name (required)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the transfer, printing its progress on stderr")
-	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, "how many machines migrate at once")
+	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, "how many machines migrate at once (1 or more)")
 	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long each machine's migration waits for a running job to end")
 	return c
 }
