@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -61,6 +63,9 @@ across restarts unless --fresh.`,
 				TemporalLogFile: filepath.Join(stateDir, "temporal.log"),
 				Version:         version,
 			})
+			if err != nil && !freePorts && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")) {
+				return fmt.Errorf("%w\n(another stack, perhaps a running make dev, holds the ports: stop it, or start a second one with: bin/ironflow dev --free-ports --state-dir DIR)", err)
+			}
 			if err != nil {
 				return err
 			}
