@@ -47,7 +47,7 @@ func TestRacksTransferRefusesBadInput(t *testing.T) {
 		{"zero window", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--window", "0"}, "--window 0"},
 		{"negative job wait", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--wait-for-running-job", "-1s"}, "is negative"},
 		{"same region", []string{"racks", "transfer", "rack-a", "--to", "region-a"}, "is on region region-a already"},
-		{"unknown rack", []string{"racks", "transfer", "rack-z", "--to", "region-b"}, "rack Name:rack-z on region region-a: rack Name:rack-z not found"},
+		{"unknown rack", []string{"racks", "transfer", "rack-z", "--to", "region-b"}, "rack rack-z on region region-a: rack Name:rack-z not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ironflow/ironflow/internal/suggest"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -36,8 +35,8 @@ func checkRegions(ctx context.Context, tc client.Client, args ...regionArg) erro
 	}
 	for _, a := range args {
 		if !slices.Contains(known, a.name) {
-			return fmt.Errorf("unknown region %q (%s)%s: the worker's regions file has %s",
-				a.name, a.from, suggest.Hint(a.name, known), strings.Join(known, ", "))
+			return fmt.Errorf("unknown region %q (%s): the workers' regions file has %s",
+				a.name, a.from, strings.Join(known, ", "))
 		}
 	}
 	return nil

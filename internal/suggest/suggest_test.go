@@ -9,6 +9,7 @@ func TestClosest(t *testing.T) {
 		{"POOL", "Pool"},
 		{"Sourceregion", "SourceRegion"},
 		{"SourceRegon", "SourceRegion"},
+		{"Rakc", "Rack"},
 		{"region-c", "region-a"},
 		{"Source", "SourceRegion"},
 		{"colour", ""},
@@ -19,7 +20,7 @@ func TestClosest(t *testing.T) {
 			t.Errorf("Closest(%q) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	if got := Hint("Nme", []string{"Name"}); got != " (did you mean Name?)" {
+	if got := Hint("Nmae", []string{"Name"}); got != " (did you mean Name?)" {
 		t.Errorf("Hint = %q", got)
 	}
 }
