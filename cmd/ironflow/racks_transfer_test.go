@@ -95,6 +95,11 @@ func TestRacksTransferStartsTheWorkflow(t *testing.T) {
 	if in != want {
 		t.Errorf("input %+v, want %+v", in, want)
 	}
+	// show renders it as a transfer, with its input.
+	code, out, stderr = ironflow(t, "", "migrations", "show", id)
+	if d := decode[transferDetail](t, out); code != 0 || d.WorkflowID != id || d.Input == nil || *d.Input != want {
+		t.Errorf("show %s: exit %d, %+v, %s", id, code, d, stderr)
+	}
 	code, _, stderr = ironflow(t, region, "racks", "transfer", transferRackUUID, "--to", "region-b")
 	if code == 0 || !strings.Contains(stderr, "rack rack-a is already being transferred by "+id) {
 		t.Errorf("second transfer: exit %d, stderr %q", code, stderr)
