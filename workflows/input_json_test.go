@@ -20,6 +20,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -129,6 +130,9 @@ func TestTemporalCLIStartWithAnUnknownFieldFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if err := workers.RegisterSearchAttributes(ctx, c, "default"); err != nil {
+		t.Fatal(err)
+	}
 	w := worker.New(c, workflows.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflows.MigrateMachine)
 	w.RegisterActivity(&activities.Activities{Regions: onlyNorth(t)})
