@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/api/serviceerror"
@@ -167,5 +168,24 @@ func TestShowRendersABulkRun(t *testing.T) {
 	code, out, _ = ironflow(t, "", "migrations", "show", id, "-o", "table")
 	if code != 0 || !strings.HasPrefix(out, "WORKFLOW ID") || !strings.Contains(out, "2/2 migrated, 0 failed") {
 		t.Errorf("table:\n%s", out)
+	}
+}
+
+// TestRegionCheckWithoutAWorker: with no worker on the task queue, the check says so instead
+// of hanging, and nothing starts.
+func TestRegionCheckWithoutAWorker(t *testing.T) {
+	temporalEnv(t)
+	const namespace = "ironflow-no-worker"
+	if err := registerNamespace(shared.server.Address, namespace); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", namespace)
+	defer func(d time.Duration) { regionsTimeout = d }(regionsTimeout)
+	regionsTimeout = time.Second
+	machine := uuid.NewString()
+	code, out, stderr := ironflow(t, "", "machines", "migrate", machine, "--from", "region-a", "--to", "region-b")
+	want := "Error: no worker answered on task queue ironflow within 1s, so the region names cannot be checked: is `ironflow worker` (or make dev) running on this Temporal and namespace, and as recent as this CLI?\n"
+	if code == 0 || out != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %q", code, out, stderr, want)
 	}
 }

@@ -35,7 +35,8 @@ migrated (--window at once), the rack is repointed (it keeps serving DHCP, TFTP 
 removed from the source and its queued operations are released on REGION.
 
 RACK is a UUID or a name (Name:rack-a or rack-a), resolved on the -E region. REGION is a name of
-the worker's regions file and the name of the target's rack secret in the rack's configuration.
+the worker's regions file (checked with the workers before the transfer starts) and the name of
+the target's rack secret in the rack's configuration.
 The transfer is the Temporal workflow transfer-rack/<rack uuid>: a second transfer of the same
 rack while one runs is refused. Without --wait it prints the workflow ID and run ID; with --wait
 it prints each phase and the machine counts on stderr as they change, then the result.`,

@@ -15,8 +15,9 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// regionsTimeout bounds the wait for a worker to say which regions it knows.
-const regionsTimeout = 15 * time.Second
+// regionsTimeout bounds the wait for a worker to say which regions it knows (a variable so
+// that tests need not wait as long).
+var regionsTimeout = 15 * time.Second
 
 // regionArg is a region name the user gave, and where (a flag, or the -E region).
 type regionArg struct {
@@ -59,7 +60,7 @@ func knownRegions(ctx context.Context, tc client.Client) ([]string, error) {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case temporal.IsTimeoutError(err):
-		return nil, fmt.Errorf("no worker answered on task queue %s within %s, so the region names cannot be checked: is `ironflow worker` (or make dev) running on this Temporal?",
+		return nil, fmt.Errorf("no worker answered on task queue %s within %s, so the region names cannot be checked: is `ironflow worker` (or make dev) running on this Temporal and namespace, and as recent as this CLI?",
 			workflows.TaskQueue, regionsTimeout)
 	case err != nil:
 		return nil, fmt.Errorf("ask the workers for their regions: %s", failureMessage(err))
