@@ -58,6 +58,11 @@ func TestRegionErrorsSayWhatToDo(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		w.Write([]byte("<!doctype html><html><body>Temporal</body></html>"))
 	}))
+	grpcGateway := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte("{\n  \"code\": 5,\n  \"message\": \"Not Found\"\n}"))
+	}))
 	fake := newFakeRegion(t)
 	tests := []struct {
 		name     string
@@ -73,6 +78,8 @@ func TestRegionErrorsSayWhatToDo(t *testing.T) {
 			"Error: " + notFound + " is not an Ironflow region (GET /api/v1/info: 404 page not found (HTTP 404)): point -E or IRONFLOW_ENDPOINT at a region API, e.g. http://127.0.0.1:5240\n"},
 		{"HTML answer", html, []string{"machines", "list"},
 			"Error: " + html + " is not an Ironflow region (GET /api/v1/info: GET /api/v1/info: decode answer: invalid character '<' looking for beginning of value): point -E or IRONFLOW_ENDPOINT at a region API, e.g. http://127.0.0.1:5240\n"},
+		{"Temporal web UI", grpcGateway, []string{"machines", "list"},
+			"Error: " + grpcGateway + ` is not an Ironflow region (GET /api/v1/info: { "code": 5, "message": "Not Found" } (HTTP 404)): point -E or IRONFLOW_ENDPOINT at a region API, e.g. http://127.0.0.1:5240` + "\n"},
 		{"URL without scheme", "127.0.0.1:5240", []string{"machines", "list"},
 			`Error: -E "127.0.0.1:5240" (or IRONFLOW_ENDPOINT) is not a region URL: write it with its scheme, e.g. http://127.0.0.1:5240` + "\n"},
 		{"host name without scheme", "localhost:5240", []string{"region", "info"},

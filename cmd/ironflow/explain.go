@@ -60,6 +60,18 @@ func endpointProblem(endpoint string) string {
 		endpoint, envEndpoint, strings.TrimPrefix(strings.TrimPrefix(endpoint, "//"), "/"))
 }
 
+// maxReason bounds how much of another server's answer a message quotes (an HTML page).
+const maxReason = 160
+
+// oneLine is text with its whitespace runs made single spaces, cut at max bytes.
+func oneLine(text string, max int) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if len(text) > max {
+		text = text[:max] + "..."
+	}
+	return text
+}
+
 // notARegion asks the -E server for its region info; it returns why that server is not a
 // region, or "" when it answers as one.
 func notARegion(ctx context.Context, cmd *cobra.Command) string {
@@ -68,7 +80,7 @@ func notARegion(ctx context.Context, cmd *cobra.Command) string {
 	info, err := regionClient(cmd).Info(ctx)
 	switch {
 	case err != nil:
-		return "GET /api/v1/info: " + err.Error()
+		return "GET /api/v1/info: " + oneLine(err.Error(), maxReason)
 	case info.Name == "":
 		return "GET /api/v1/info names no region"
 	}
