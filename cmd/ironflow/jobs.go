@@ -13,6 +13,7 @@ var jobs = noun[api.Job]{
 	kind:     api.KindJobs,
 	one:      "job",
 	resource: (*client.Client).Jobs,
+	filter:   "Machine=01d8828f-2f7d-4a1c-a1fa-f668274c7c44",
 	columns: []column[api.Job]{
 		{"UUID", func(j api.Job) string { return j.Uuid }},
 		{"MACHINE", func(j api.Job) string { return j.Machine }},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,14 +32,17 @@ type noun[T any] struct {
 	columns  []column[T]
 	// bare is the field a KEY that is neither a UUID nor Field:value names (default Name).
 	bare string
+	// filter is the list filter of the help's example (default: bare=x).
+	filter string
 }
 
 // key applies the one rule for KEY arguments: a UUID or Field:value is sent as is, anything
-// else is a name (birdy means Name:birdy; for leases, an address).
+// else is a name (birdy means Name:birdy; for leases, an address). Kinds without such a field
+// (jobs) take the argument as it is, and the region says what it accepts.
 func (n noun[T]) key(arg string) string {
-	field := n.bare
-	if field == "" {
-		field = "Name"
+	field, ok := n.bareField()
+	if !ok {
+		return arg
 	}
 	return objectKey(arg, field)
 }
@@ -70,8 +74,8 @@ func (n noun[T]) list() *cobra.Command {
 		Long: "List " + n.kind + ", optionally filtered by fields (all must match) and paged with offset=N and limit=N.\n\n" +
 			"Fields that can be filtered: " + strings.Join(filterableFields[T](), ", ") + ".\n" +
 			"A list field matches when it contains the value.",
-		Example: fmt.Sprintf("  ironflow %[1]s list\n  ironflow %[1]s list %[2]s=x -o table\n  ironflow %[1]s list offset=0 limit=10",
-			n.kind, n.bareField()),
+		Example: fmt.Sprintf("  ironflow %[1]s list\n  ironflow %[1]s list %[2]s -o table\n  ironflow %[1]s list offset=0 limit=10",
+			n.kind, n.exampleFilter()),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			filters, err := parseFilters(args)
 			if err != nil {
@@ -91,12 +95,11 @@ func (n noun[T]) list() *cobra.Command {
 
 func (n noun[T]) show() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show KEY",
-		Short: "Show one " + n.one + " by UUID, Field:value or name",
-		Long:  "Show one " + n.one + ". " + n.keyHelp(),
-		Example: fmt.Sprintf("  ironflow %[1]s show %[2]s\n  ironflow %[1]s show %[3]s:%[2]s -o yaml",
-			n.kind, n.exampleName(), n.bareField()),
-		Args: cobra.ExactArgs(1),
+		Use:     "show KEY",
+		Short:   "Show one " + n.one + " by UUID, Field:value or name",
+		Long:    "Show one " + n.one + ". " + n.keyHelp(),
+		Example: n.showExamples(),
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			obj, err := n.resource(regionClient(cmd)).Get(cmd.Context(), n.key(args[0]))
 			if err != nil {
@@ -179,21 +182,38 @@ func (n noun[T]) print(cmd *cobra.Command, obj T) error {
 	return render(cmd, obj, []T{obj}, n.columns)
 }
 
-// bareField is the field a bare KEY names.
-func (n noun[T]) bareField() string {
-	if n.bare != "" {
-		return n.bare
-	}
-	return "Name"
+// bareField is the field a bare KEY names, and false when T has none.
+func (n noun[T]) bareField() (string, bool) {
+	field := cmp.Or(n.bare, "Name")
+	return field, slices.Contains(filterableFields[T](), field)
 }
 
 // keyHelp says how the noun's KEY arguments are written.
 func (n noun[T]) keyHelp() string {
+	field, ok := n.bareField()
+	if !ok {
+		return "KEY is a UUID or Field:value."
+	}
 	return fmt.Sprintf("KEY is a UUID, Field:value (%[1]s:%[2]s) or a bare value meaning %[1]s (%[2]s is %[1]s:%[2]s).",
-		n.bareField(), n.exampleName())
+		field, n.exampleValue())
 }
 
-func (n noun[T]) exampleName() string {
+// showExamples are the help's examples of show.
+func (n noun[T]) showExamples() string {
+	field, ok := n.bareField()
+	if !ok {
+		return fmt.Sprintf("  ironflow %s show 01d8828f-2f7d-4a1c-a1fa-f668274c7c44", n.kind)
+	}
+	return fmt.Sprintf("  ironflow %[1]s show %[2]s\n  ironflow %[1]s show %[3]s:%[2]s -o yaml", n.kind, n.exampleValue(), field)
+}
+
+// exampleFilter is a list filter for the help's examples.
+func (n noun[T]) exampleFilter() string {
+	field, _ := n.bareField()
+	return cmp.Or(n.filter, field+"="+n.exampleValue())
+}
+
+func (n noun[T]) exampleValue() string {
 	if n.bare == "Addr" {
 		return "10.0.0.5"
 	}
