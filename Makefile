@@ -21,7 +21,9 @@ $(TEMPORAL):
 	@mkdir -p bin
 	@echo "building the Temporal CLI $(TEMPORAL_CLI_VERSION) into ./bin (first time: about 4 minutes)..."
 	@( while sleep 20; do echo "  ... still building the Temporal CLI"; done ) & ticker=$$!; \
-	GOBIN=$(CURDIR)/bin GOFLAGS=-mod=mod $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); \
+	GOBIN=$(CURDIR)/bin GOFLAGS=-mod=mod $(GO) install \
+		-ldflags "-X github.com/temporalio/cli/temporalcli.Version=$(TEMPORAL_CLI_VERSION:v%=%)" \
+		github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); \
 	status=$$?; kill $$ticker; exit $$status
 
 test: tools lint

@@ -31,9 +31,11 @@ type Region interface {
 	Activate(ctx context.Context, key string) (api.Machine, error)
 }
 
-// RegionResolver finds the Region client of a region by its name or its public URL.
+// RegionResolver finds the Region client of a region by its name or its public URL, and
+// lists the region names it knows.
 type RegionResolver interface {
 	Region(nameOrURL string) (Region, error)
+	Names() []string
 }
 
 // ClientRegion adapts *client.Client to Region: the generic CRUD calls become the named

@@ -75,3 +75,17 @@ func TestLoadRegions(t *testing.T) {
 		})
 	}
 }
+
+// RegionNames is what ListRegions answers: the names of the regions file, sorted.
+func TestRegionNames(t *testing.T) {
+	regions, err := activities.NewRegions(map[string]activities.RegionConfig{
+		"west": {URL: "https://west.example:5240"}, "east": {URL: "https://east.example:5240"},
+	}, activities.DialClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := (&activities.Activities{Regions: regions}).RegionNames(context.Background())
+	if err != nil || strings.Join(names, ",") != "east,west" {
+		t.Errorf("RegionNames = %v, %v", names, err)
+	}
+}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -62,7 +64,7 @@ across restarts unless --fresh.`,
 				Version:         version,
 			})
 			if err != nil {
-				return err
+				return portsHint(err, freePorts)
 			}
 			defer stack.Stop()
 			printDevBanner(cmd.OutOrStdout(), stack, logFile.Name())
@@ -76,6 +78,14 @@ across restarts unless --fresh.`,
 	cmd.Flags().BoolVar(&freePorts, "free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233 (for a second stack)")
 	cmd.Flags().BoolVar(&demo, "demo", false, "start a fresh throwaway stack on free ports, replay the migration story with the CLI, and exit")
 	return cmd
+}
+
+// portsHint adds to a start failure on a port in use how to run a second stack.
+func portsHint(err error, freePorts bool) error {
+	if freePorts || !errors.Is(err, syscall.EADDRINUSE) && !strings.Contains(err.Error(), "address already in use") {
+		return err
+	}
+	return fmt.Errorf("%w\n(another stack, perhaps a running make dev, holds the ports: stop it, or start a second one with: bin/ironflow dev --free-ports --state-dir DIR)", err)
 }
 
 func openDevLog(stateDir string) (*os.File, error) {

@@ -13,6 +13,7 @@ var jobs = noun[api.Job]{
 	kind:     api.KindJobs,
 	one:      "job",
 	resource: (*client.Client).Jobs,
+	filter:   "Machine=01d8828f-2f7d-4a1c-a1fa-f668274c7c44",
 	columns: []column[api.Job]{
 		{"UUID", func(j api.Job) string { return j.Uuid }},
 		{"MACHINE", func(j api.Job) string { return j.Machine }},
@@ -33,9 +34,10 @@ func newJobLogCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "log KEY",
 		Short: "Print the log of a job",
+		Long:  "Print the log of a job. " + jobs.keyHelp(),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := regionClient(cmd).JobLog(cmd.Context(), args[0])
+			text, err := regionClient(cmd).JobLog(cmd.Context(), jobs.key(args[0]))
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ var leases = noun[api.Lease]{
 	kind:     api.KindLeases,
 	one:      "lease",
 	resource: (*client.Client).Leases,
+	bare:     "Addr",
 	columns: []column[api.Lease]{
 		{"ADDRESS", func(l api.Lease) string { return l.Addr }},
 		{"MAC", func(l api.Lease) string { return l.MAC }},

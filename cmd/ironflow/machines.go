@@ -92,11 +92,15 @@ func newMigrateCommand() *cobra.Command {
       The migration mints its ticket itself. Prints the workflow ID and run ID; with --wait it
       prints each phase on stderr as it passes, then the result.
 
-KEY is a UUID or Field:value (Name:birdy), resolved on the -E region. Region names are those of
-the worker's regions file. The migration is the Temporal workflow migrate-machine/<machine uuid>:
+KEY is a UUID, Field:value (Name:birdy) or a name (birdy), resolved on the -E region. Region
+names are those of the worker's regions file; --to and the source are checked with the workers
+before the migration starts. The migration is the Temporal workflow migrate-machine/<machine uuid>:
 a second migration of a machine while one runs is refused. The same start with the Temporal CLI:
 
-  ` + temporalStartExample,
+  ` + temporalStartExample + `
+
+In the JSON input, durations (WaitForRunningJob, AgentCheckInTimeout) are Go durations ("10m")
+or integer nanoseconds, and a field the workflow does not know fails the run, naming it.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
 	}
 	addTemporalFlags(c)
@@ -148,6 +152,12 @@ func (o migrateOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer tc.Close()
+	// A ticket names its region by URL, which the worker resolves itself.
+	if ticket == "" {
+		if err := checkRegions(cmd.Context(), tc, regionArg{"source: -E or --from", in.SourceRegion}, regionArg{"--to", in.TargetRegion}); err != nil {
+			return err
+		}
+	}
 	run, err := startMigration(cmd.Context(), tc, key, in.Machine, in)
 	if err != nil {
 		return err
@@ -215,7 +225,7 @@ func (o migrateOptions) resolveSource(cmd *cobra.Command, key, target string) (m
 	if uuidErr == nil {
 		return key, source, nil
 	}
-	m, err := rc.Machines().Get(cmd.Context(), key)
+	m, err := rc.Machines().Get(cmd.Context(), machines.key(key))
 	if err != nil {
 		return "", "", fmt.Errorf("machine %s on region %s: %w", key, info.Name, err)
 	}

@@ -30,8 +30,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
+	if executed, err := root.ExecuteContextC(ctx); err != nil {
+		fmt.Fprintf(stderr, "Error: %v\n", explainRegionError(ctx, executed, err))
 		return 1
 	}
 	return 0

@@ -254,7 +254,7 @@ func TestWritesSendTheObject(t *testing.T) {
 		{"update is a merge patch", "", []string{"machines", "update", "Name:birdy", `{"Description":"patched","Meta":{"machine-role":null}}`},
 			"PATCH /api/v1/machines/Name:birdy", wantBody(`{"Description":"patched","Meta":{"machine-role":null}}`), `"Description": "patched"`},
 		{"delete", "", []string{"machines", "delete", "Name:birdy"}, "DELETE /api/v1/machines/Name:birdy", wantBody(""), "Deleted machine Name:birdy\n"},
-		{"force delete a rack", "", []string{"racks", "delete", "r-1", "--force"}, "DELETE /api/v1/racks/r-1?force=true", wantBody(""), "Deleted rack r-1\n"},
+		{"force delete a rack", "", []string{"racks", "delete", "r-1", "--force"}, "DELETE /api/v1/racks/Name:r-1?force=true", wantBody(""), "Deleted rack r-1\n"},
 		{"key with a slash", "", []string{"vlans", "delete", "Name:a/b"}, "DELETE /api/v1/vlans/Name:a%2Fb", wantBody(""), "Deleted VLAN Name:a/b\n"},
 		{"job log", "", []string{"jobs", "log", "1ed352bc-1303-63f2-94d2-19d9b7aba263"},
 			"GET /api/v1/jobs/1ed352bc-1303-63f2-94d2-19d9b7aba263/log", wantBody(""), "hello-world: ok\n"},

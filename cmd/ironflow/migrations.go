@@ -23,8 +23,12 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// migrateMachineType is the workflow type name of workflows.MigrateMachine (its function name).
-const migrateMachineType = "MigrateMachine"
+// Workflow type names (the workflows' function names).
+const (
+	migrateMachineType = "MigrateMachine"
+	bulkMigrateType    = "BulkMigrate"
+	transferRackType   = "TransferRack"
+)
 
 // progressInterval is how often a waiting CLI asks a running migration for its progress.
 const progressInterval = 500 * time.Millisecond
@@ -80,14 +84,21 @@ type migration struct {
 	MigrationPhase string    `json:"MigrationPhase"`
 }
 
-// migrationDetail is one run as `migrations show` shows it.
-type migrationDetail struct {
+// runDetail is one run as `migrations show` shows it: a machine migration, a bulk migration
+// or a rack transfer, each with its own input, progress and result.
+type runDetail[In, Prog, Res any] struct {
 	migration
-	Input    *workflows.MigrateMachineInput  `json:"Input,omitempty"`
-	Progress *workflows.Progress             `json:"Progress,omitempty"`
-	Result   *workflows.MigrateMachineResult `json:"Result,omitempty"`
-	Failure  string                          `json:"Failure,omitempty"`
+	Input    *In    `json:"Input,omitempty"`
+	Progress *Prog  `json:"Progress,omitempty"`
+	Result   *Res   `json:"Result,omitempty"`
+	Failure  string `json:"Failure,omitempty"`
 }
+
+type (
+	migrationDetail = runDetail[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult]
+	bulkDetail      = runDetail[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]
+	transferDetail  = runDetail[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult]
+)
 
 var migrationColumns = []column[migration]{
 	{"WORKFLOW ID", func(m migration) string { return m.WorkflowID }},
@@ -118,7 +129,11 @@ func mapColumns[T, U any](cols []column[T], get func(U) T) []column[U] {
 func newMigrationsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "migrations",
-		Short: "List, show and cancel machine migrations (Temporal workflows)",
+		Short: "Machine migrations (Temporal workflows): list, show, cancel, bulk runs and schedules",
+		Long: `Machine migrations are Temporal workflows: migrate-machine/<machine uuid> for one machine (started
+by ironflow machines migrate), bulk-migrate/<name> for many (migrations bulk, migrations schedule),
+transfer-rack/<rack uuid> for a rack (ironflow racks transfer). These commands list, show and
+cancel them, start bulk migrations, and manage bulk migration schedules.`,
 	}
 	addTemporalFlags(c)
 	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand())
@@ -131,7 +146,10 @@ func newMigrationsListCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List machine migrations, newest first",
-		Args:  cobra.NoArgs,
+		Example: `  ironflow migrations list -o table
+  ironflow migrations list --status running
+  ironflow migrations list --machine 01d8828f-2f7d-4a1c-a1fa-f668274c7c44`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			query, err := migrationsQuery(machine, status)
 			if err != nil {
@@ -226,133 +244,6 @@ func keyword(p *commonpb.Payload) string {
 	return s
 }
 
-func newMigrationsShowCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a migration: status, input, search attributes, progress, result or failure",
-		Long:  "Show a migration by workflow ID (migrate-machine/<uuid>) or machine UUID.",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := dialTemporal(cmd, cliLogger(cmd))
-			if err != nil {
-				return err
-			}
-			defer tc.Close()
-			d, err := showMigration(cmd.Context(), tc, migrationID(args[0]), cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			return render(cmd, d, []migrationDetail{d}, migrationDetailColumns)
-		},
-	}
-}
-
-// migrationID accepts a workflow ID or the UUID of the machine it migrates.
-func migrationID(arg string) string {
-	if _, err := uuid.Parse(arg); err == nil {
-		return workflows.MigrateMachineID(arg)
-	}
-	return arg
-}
-
-// showMigration gathers what show prints; a running migration whose progress cannot be
-// queried (no worker) is still shown, with a warning on warn.
-func showMigration(ctx context.Context, tc client.Client, id string, warn io.Writer) (migrationDetail, error) {
-	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		return migrationDetail{}, notFoundAsMigration(id, err)
-	}
-	d := migrationDetail{migration: migrationOf(desc.GetWorkflowExecutionInfo())}
-	in, err := migrationInput(ctx, tc, id, d.RunID)
-	if err != nil {
-		return d, err
-	}
-	d.Input = &in
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		p, err := queryAs[workflows.Progress](ctx, tc, id, d.RunID)
-		if err != nil {
-			fmt.Fprintln(warn, "Warning:", err)
-		} else {
-			d.Progress = &p
-		}
-		return d, nil
-	}
-	var res workflows.MigrateMachineResult
-	if err := tc.GetWorkflow(ctx, id, d.RunID).Get(ctx, &res); err != nil {
-		d.Failure = failureMessage(err)
-	} else {
-		d.Result = &res
-	}
-	return d, nil
-}
-
-// migrationInput reads the input of a run from its first history event.
-func migrationInput(ctx context.Context, tc client.Client, id, runID string) (workflows.MigrateMachineInput, error) {
-	var in workflows.MigrateMachineInput
-	events := tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !events.HasNext() {
-		return in, fmt.Errorf("migration %s has no history", id)
-	}
-	first, err := events.Next()
-	if err != nil {
-		return in, fmt.Errorf("history of migration %s: %w", id, err)
-	}
-	started := first.GetWorkflowExecutionStartedEventAttributes()
-	if started == nil {
-		return in, fmt.Errorf("history of migration %s does not start with its input", id)
-	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in); err != nil {
-		return in, fmt.Errorf("input of migration %s: %w", id, err)
-	}
-	return in, nil
-}
-
-// failureMessage says why a run failed without the SDK's wrapping: the message of the first
-// application error (the workflow's own, or the activity's that failed it), else the cause.
-func failureMessage(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Message()
-	}
-	var wfErr *temporal.WorkflowExecutionError
-	if errors.As(err, &wfErr) {
-		if cause := errors.Unwrap(wfErr); cause != nil {
-			return cause.Error()
-		}
-	}
-	return err.Error()
-}
-
-func notFoundAsMigration(id string, err error) error {
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
-		return fmt.Errorf("no migration %s: %w", id, err)
-	}
-	return fmt.Errorf("migration %s: %w", id, err)
-}
-
-func newMigrationsCancelCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a running migration; it undoes the steps it has done (compensations)",
-		Long:  "Cancel a migration by workflow ID (migrate-machine/<uuid>) or machine UUID. The workflow\nruns its compensations in reverse order; a migration past activation is not undone.",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := dialTemporal(cmd, cliLogger(cmd))
-			if err != nil {
-				return err
-			}
-			defer tc.Close()
-			id := migrationID(args[0])
-			if err := tc.CancelWorkflow(cmd.Context(), id, ""); err != nil {
-				return notFoundAsMigration(id, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Cancel requested for migration %s; it undoes its steps. Follow it with: ironflow migrations show %s\n", id, id)
-			return nil
-		},
-	}
-}
-
 // startMigration starts MigrateMachine for the machine with UUID machineUUID (key is how the
 // user named it). The workflow ID is per machine, so a second migration of the same machine
 // while one runs is refused, naming the running one.
@@ -396,7 +287,7 @@ func waitMigration(ctx context.Context, tc client.Client, run client.WorkflowRun
 	})
 	switch {
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("stopped waiting; migration %s goes on (ironflow migrations show %s): %w", run.GetID(), run.GetID(), ctx.Err())
+		return res, stoppedWaiting("migration", run.GetID())
 	case temporal.IsCanceledError(err):
 		// A compensation that fails turns the cancellation into a failure instead.
 		return res, fmt.Errorf("migration %s was canceled; the steps it had done were undone", run.GetID())
@@ -404,6 +295,13 @@ func waitMigration(ctx context.Context, tc client.Client, run client.WorkflowRun
 		return res, fmt.Errorf("migration %s failed: %s", run.GetID(), failureMessage(err))
 	}
 	return res, nil
+}
+
+// stoppedWaiting is the error of a wait the user interrupted (Ctrl-C): the workflow is not
+// affected, and the message says how to follow or stop it.
+func stoppedWaiting(what, id string) error {
+	return fmt.Errorf("stopped waiting; the %s continues in the background. Follow it with `ironflow migrations show %s`, cancel it with `ironflow migrations cancel %s`",
+		what, id, id)
 }
 
 // followRun waits for run to end with its result in result, calling poll every
@@ -428,6 +326,6 @@ func followRun(ctx context.Context, run client.WorkflowRun, result any, poll fun
 // printNewErrors writes the errors of now that were not in before, one per line.
 func printNewErrors(w io.Writer, before, now []string) {
 	for _, e := range now[min(len(before), len(now)):] {
-		fmt.Fprintln(w, "error:", e)
+		fmt.Fprintln(w, "error:", plainError(e))
 	}
 }

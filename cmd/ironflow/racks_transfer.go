@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -37,7 +35,8 @@ migrated (--window at once), the rack is repointed (it keeps serving DHCP, TFTP 
 removed from the source and its queued operations are released on REGION.
 
 RACK is a UUID or a name (Name:rack-a or rack-a), resolved on the -E region. REGION is a name of
-the worker's regions file and the name of the target's rack secret in the rack's configuration.
+the worker's regions file (checked with the workers before the transfer starts) and the name of
+the target's rack secret in the rack's configuration.
 The transfer is the Temporal workflow transfer-rack/<rack uuid>: a second transfer of the same
 rack while one runs is refused. Without --wait it prints the workflow ID and run ID; with --wait
 it prints each phase and the machine counts on stderr as they change, then the result.`,
@@ -48,7 +47,7 @@ it prints each phase and the machine counts on stderr as they change, then the r
 	f := c.Flags()
 	f.StringVar(&o.to, "to", "", "target region name (required)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the transfer, printing its progress on stderr")
-	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, "how many machines migrate at once")
+	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, "how many machines migrate at once (1 or more)")
 	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long each machine's migration waits for a running job to end")
 	return c
 }
@@ -71,10 +70,7 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 	if info.Name == o.to {
 		return fmt.Errorf("rack %s is on region %s already", key, o.to)
 	}
-	if _, err := uuid.Parse(key); err != nil && !strings.Contains(key, ":") {
-		key = "Name:" + key
-	}
-	rack, err := rc.Racks().Get(cmd.Context(), key)
+	rack, err := rc.Racks().Get(cmd.Context(), racks.key(key))
 	if err != nil {
 		return fmt.Errorf("rack %s on region %s: %w", key, info.Name, err)
 	}
@@ -84,6 +80,9 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 		return err
 	}
 	defer tc.Close()
+	if err := checkRegions(cmd.Context(), tc, regionArg{"source: -E", in.SourceRegion}, regionArg{"--to", in.TargetRegion}); err != nil {
+		return err
+	}
 	run, err := startTransfer(cmd.Context(), tc, rack.Name, in)
 	if err != nil {
 		return err
@@ -143,7 +142,7 @@ func waitTransfer(ctx context.Context, tc client.Client, run client.WorkflowRun,
 	})
 	switch {
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("stopped waiting; transfer %s goes on: %w", run.GetID(), ctx.Err())
+		return res, stoppedWaiting("rack transfer", run.GetID())
 	case temporal.IsCanceledError(err):
 		return res, fmt.Errorf("transfer %s was canceled; the steps it had done before the repoint were undone", run.GetID())
 	case err != nil:

@@ -47,7 +47,7 @@ func TestRacksTransferRefusesBadInput(t *testing.T) {
 		{"zero window", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--window", "0"}, "--window 0"},
 		{"negative job wait", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--wait-for-running-job", "-1s"}, "is negative"},
 		{"same region", []string{"racks", "transfer", "rack-a", "--to", "region-a"}, "is on region region-a already"},
-		{"unknown rack", []string{"racks", "transfer", "rack-z", "--to", "region-b"}, "rack Name:rack-z on region region-a: rack Name:rack-z not found"},
+		{"unknown rack", []string{"racks", "transfer", "rack-z", "--to", "region-b"}, "rack rack-z on region region-a: rack Name:rack-z not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +94,11 @@ func TestRacksTransferStartsTheWorkflow(t *testing.T) {
 	want := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: transferRackUUID, Window: 3, WaitForRunningJob: 10 * time.Minute}
 	if in != want {
 		t.Errorf("input %+v, want %+v", in, want)
+	}
+	// show renders it as a transfer, with its input.
+	code, out, stderr = ironflow(t, "", "migrations", "show", id)
+	if d := decode[transferDetail](t, out); code != 0 || d.WorkflowID != id || d.Input == nil || *d.Input != want {
+		t.Errorf("show %s: exit %d, %+v, %s", id, code, d, stderr)
 	}
 	code, _, stderr = ironflow(t, region, "racks", "transfer", transferRackUUID, "--to", "region-b")
 	if code == 0 || !strings.Contains(stderr, "rack rack-a is already being transferred by "+id) {

@@ -23,7 +23,7 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"name", "IRONFLOW_REGION_NAME", "", "region name (default: the host name)"},
 	{"public-url", "IRONFLOW_PUBLIC_URL", "", "URL racks, clients and other regions reach this region at"},
 	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
-	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by `ironflow racks secret`)"},
+	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 }
 
 func newRegionServeCommand() *cobra.Command {

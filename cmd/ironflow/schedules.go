@@ -92,6 +92,11 @@ func (o *bulkOptions) input() (workflows.BulkMigrateInput, error) {
 	return in, nil
 }
 
+// checkRegions refuses a --from or --to the workers do not know.
+func (o *bulkOptions) checkRegions(ctx context.Context, tc client.Client) error {
+	return checkRegions(ctx, tc, regionArg{"--from", o.from}, regionArg{"--to", o.to})
+}
+
 // bulkSearchAttributes let `temporal workflow list` find bulk migrations by region.
 func bulkSearchAttributes(in workflows.BulkMigrateInput) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(workflows.SourceRegionKey.ValueSet(in.SourceRegion), workflows.TargetRegionKey.ValueSet(in.TargetRegion))
@@ -115,7 +120,12 @@ func newMigrationsBulkCommand() *cobra.Command {
 		Long: `Migrate the machines of a pool, of a rack, or named, from one region to another. Each machine
 is a MigrateMachine workflow of its own (see ironflow migrations list); at most --window run at
 once, and a machine that fails does not stop the others. Prints the workflow ID and run ID; with
---wait it prints the progress on stderr, then the result, and fails when a machine failed.`,
+--wait it prints the progress on stderr, then the result, and fails when a machine failed.
+The regions are checked with the workers before anything starts.`,
+		Example: `  ironflow migrations bulk --from region-a --to region-b --pool default --wait
+  ironflow migrations bulk --from region-a --to region-b --names birdy,robin --name two-birds
+  ironflow migrations bulk --from region-a --to region-b --rack <rack uuid> --window 10
+  ironflow migrations show bulk-migrate/two-birds    # progress of a bulk migration`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := o.input()
@@ -133,6 +143,9 @@ once, and a machine that fails does not stop the others. Prints the workflow ID 
 				return err
 			}
 			defer tc.Close()
+			if err := o.checkRegions(cmd.Context(), tc); err != nil {
+				return err
+			}
 			opts := workflows.BulkMigrateStartOptions(name)
 			opts.TypedSearchAttributes = bulkSearchAttributes(in)
 			run, err := tc.ExecuteWorkflow(cmd.Context(), opts, workflows.BulkMigrate, in)
@@ -205,7 +218,7 @@ func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, pro
 	})
 	switch {
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("stopped waiting; bulk migration %s goes on: %w", run.GetID(), ctx.Err())
+		return res, stoppedWaiting("bulk migration", run.GetID())
 	case temporal.IsCanceledError(err):
 		return res, fmt.Errorf("bulk migration %s was canceled; its running migrations undid their steps", run.GetID())
 	case err != nil:
@@ -245,17 +258,23 @@ func newScheduleCreateCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "create NAME --cron SPEC --from REGION --to REGION (--pool POOL | --rack UUID | --names A,B)",
 		Short: "Run a bulk migration on a cron schedule",
-		Long: `Create the Temporal Schedule bulk-migrate/NAME: at each time of --cron (five fields, UTC unless
-prefixed with CRON_TZ=Zone) it starts the bulk migration the flags describe, whose machines are
-selected when it starts. A run still going at the next time makes that time be skipped.`,
+		Long: `Create the Temporal Schedule bulk-migrate/NAME: at each time of --cron it starts the bulk migration
+the flags describe, whose machines are selected when it starts. A run still going at the next
+time makes that time be skipped. The regions are checked with the workers first.
+
+--cron has exactly five fields, minute hour day-of-month month day-of-week, in UTC unless
+prefixed with CRON_TZ=Zone; or one of @hourly, @daily, @weekly, @monthly, @every DURATION.
+(Six fields are refused: some tools read the first as seconds, Temporal reads the last as a year.)`,
+		Example: `  ironflow migrations schedule create nightly --cron "0 2 * * *" --from region-a --to region-b --pool default
+  ironflow migrations schedule create weekly --cron "CRON_TZ=Europe/Paris 30 3 * * 6" --from region-a --to region-b --names birdy,robin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := checkName(name); err != nil {
 				return err
 			}
-			if strings.TrimSpace(cron) == "" {
-				return errors.New("--cron is required, e.g. --cron \"0 2 * * *\" for 02:00 every day")
+			if err := checkCron(cron); err != nil {
+				return err
 			}
 			in, err := o.input()
 			if err != nil {
@@ -266,6 +285,9 @@ selected when it starts. A run still going at the next time makes that time be s
 				return err
 			}
 			defer tc.Close()
+			if err := o.checkRegions(cmd.Context(), tc); err != nil {
+				return err
+			}
 			id := workflows.BulkMigrateID(name)
 			_, err = tc.ScheduleClient().Create(cmd.Context(), client.ScheduleOptions{
 				ID:   id,
@@ -294,8 +316,28 @@ selected when it starts. A run still going at the next time makes that time be s
 		},
 	}
 	o.addFlags(c)
-	c.Flags().StringVar(&cron, "cron", "", `when to run, as a cron expression: "0 2 * * *" is 02:00 UTC every day`)
+	c.Flags().StringVar(&cron, "cron", "", `when to run: five cron fields ("0 2 * * *" is 02:00 UTC every day) or @daily, @every 6h, ...`)
 	return c
+}
+
+// checkCron refuses --cron expressions that are not five fields or a @ shorthand, so the help
+// and what is accepted agree.
+func checkCron(cron string) error {
+	spec := strings.TrimSpace(cron)
+	if spec == "" {
+		return errors.New("--cron is required, e.g. --cron \"0 2 * * *\" for 02:00 UTC every day")
+	}
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		_, spec, _ = strings.Cut(spec, " ")
+	}
+	spec, _, _ = strings.Cut(spec, "#")
+	if strings.HasPrefix(strings.TrimSpace(spec), "@") {
+		return nil
+	}
+	if n := len(strings.Fields(spec)); n != 5 {
+		return fmt.Errorf("--cron %q has %d fields; write five: minute hour day-of-month month day-of-week (e.g. \"0 2 * * *\" for 02:00 UTC every day)", cron, n)
+	}
+	return nil
 }
 
 // schedule is one bulk migration schedule as `schedule list` shows it.
@@ -326,7 +368,9 @@ func newScheduleListCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List the bulk migration schedules",
-		Args:  cobra.NoArgs,
+		Example: `  ironflow migrations schedule list
+  ironflow migrations schedule list -o table`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
@@ -385,11 +429,12 @@ func listSchedules(ctx context.Context, tc client.Client) ([]schedule, error) {
 }
 
 // scheduleCommand is a command on one existing schedule, NAME.
-func scheduleCommand(use, short string, do func(ctx context.Context, h client.ScheduleHandle) error, done string) *cobra.Command {
+func scheduleCommand(use, short, example string, do func(ctx context.Context, h client.ScheduleHandle) error, done string) *cobra.Command {
 	c := &cobra.Command{
-		Use:   use + " NAME",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Use:     use + " NAME",
+		Short:   short,
+		Example: example,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := checkName(name); err != nil {
@@ -417,12 +462,14 @@ func scheduleCommand(use, short string, do func(ctx context.Context, h client.Sc
 
 func newScheduleDeleteCommand() *cobra.Command {
 	return scheduleCommand("delete", "Delete a bulk migration schedule; running bulk migrations go on",
+		"  ironflow migrations schedule delete nightly",
 		func(ctx context.Context, h client.ScheduleHandle) error { return h.Delete(ctx) },
 		"Deleted schedule %s")
 }
 
 func newScheduleTriggerCommand() *cobra.Command {
 	return scheduleCommand("trigger", "Start a schedule's bulk migration now (skipped while one still runs)",
+		"  ironflow migrations schedule trigger nightly\n  ironflow migrations show bulk-migrate/nightly    # its progress",
 		func(ctx context.Context, h client.ScheduleHandle) error {
 			return h.Trigger(ctx, client.ScheduleTriggerOptions{})
 		},

@@ -83,6 +83,7 @@ func newBulkSetup(t *testing.T, known, unknown int) *bulkSetup {
 	w := worker.New(tc, workflows.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflows.MigrateMachine)
 	w.RegisterWorkflow(workflows.BulkMigrate)
+	w.RegisterWorkflow(workflows.ListRegions)
 	w.RegisterActivity(fake)
 	w.RegisterActivity(sel)
 	if err := w.Start(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,6 +86,7 @@ func (h *temporalHarness) start() error {
 	h.fake = newFakeActivities()
 	h.worker = worker.New(h.client, workflows.TaskQueue, worker.Options{})
 	h.worker.RegisterWorkflow(workflows.MigrateMachine)
+	h.worker.RegisterWorkflow(workflows.ListRegions)
 	h.worker.RegisterActivity(h.fake)
 	return h.worker.Start()
 }
@@ -221,6 +223,11 @@ func (f *fakeActivities) ValidateMigration(ctx context.Context, in activities.Va
 		TargetEndpoint: regionURLs[in.TargetRegion],
 		Repoint:        activities.RepointNone,
 	}, nil
+}
+
+// RegionNames answers ListRegions as a worker with region-a and region-b in its regions file.
+func (f *fakeActivities) RegionNames(context.Context) ([]string, error) {
+	return slices.Sorted(maps.Keys(regionURLs)), nil
 }
 
 func (f *fakeActivities) MintTicket(ctx context.Context, targetRegion string) (string, error) {

@@ -203,23 +203,23 @@ func decodeFailure(resp *http.Response) error {
 		return &RedirectError{Endpoint: r.Endpoint, Machine: r.Machine}
 	}
 	var e api.Error
-	msg := ""
-	if json.Unmarshal(data, &e) == nil {
-		msg = e.Error
+	if json.Unmarshal(data, &e) == nil && e.Error != "" {
+		return &APIError{StatusCode: resp.StatusCode, Message: e.Error}
 	}
-	if msg == "" {
-		msg = strings.TrimSpace(string(data))
-	}
+	msg := strings.TrimSpace(string(data))
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return &APIError{StatusCode: resp.StatusCode, Message: msg}
+	return &APIError{StatusCode: resp.StatusCode, Message: msg, Foreign: true}
 }
 
 // APIError is a non-2xx answer of the region; Message comes from the {"Error","Code"} body.
 type APIError struct {
 	StatusCode int
 	Message    string
+	// Foreign is set when the body was not a region's error document: the answer may come
+	// from a proxy, or from a server that is not an Ironflow region at all.
+	Foreign bool
 }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.StatusCode) }

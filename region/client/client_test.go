@@ -215,12 +215,14 @@ func TestErrorAnswersBecomeAPIErrors(t *testing.T) {
 		status  int
 		body    string
 		message string
+		foreign bool // not a region's error document
 	}{
-		{"not found", 404, `{"Error":"machines Name:nope not found","Code":404}`, "machines Name:nope not found"},
-		{"conflict", 409, `{"Error":"Name birdy already used","Code":409}`, "Name birdy already used"},
-		{"invalid", 422, `{"Error":"CIDR is not a network","Code":422}`, "CIDR is not a network"},
-		{"plain text proxy error", 502, "upstream down\n", "upstream down"},
-		{"empty body", 500, "", "Internal Server Error"},
+		{"not found", 404, `{"Error":"machines Name:nope not found","Code":404}`, "machines Name:nope not found", false},
+		{"conflict", 409, `{"Error":"Name birdy already used","Code":409}`, "Name birdy already used", false},
+		{"invalid", 422, `{"Error":"CIDR is not a network","Code":422}`, "CIDR is not a network", false},
+		{"plain text proxy error", 502, "upstream down\n", "upstream down", true},
+		{"another server's 404", 404, "404 page not found\n", "404 page not found", true},
+		{"empty body", 500, "", "Internal Server Error", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +232,7 @@ func TestErrorAnswersBecomeAPIErrors(t *testing.T) {
 			if !ok {
 				t.Fatalf("error %v (%T), want *APIError", err, err)
 			}
-			if apiErr.StatusCode != tt.status || apiErr.Message != tt.message {
+			if apiErr.StatusCode != tt.status || apiErr.Message != tt.message || apiErr.Foreign != tt.foreign {
 				t.Errorf("got %+v, want %d %q", apiErr, tt.status, tt.message)
 			}
 			if want := fmt.Sprintf("%s (HTTP %d)", tt.message, tt.status); err.Error() != want {
