@@ -69,7 +69,21 @@ func startServer(t testing.TB, st *store.Store, name string) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
+	waitServing(t, base)
 	return base
+}
+
+// waitServing waits until the server at base answers: Serve records its first heartbeat before
+// it answers, so from then on every process of the region lists it in Info.Endpoints.
+func waitServing(t testing.TB, base string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !healthy(base) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s not serving after 30 s", base)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // userToken creates a user with role and returns a token for it.
