@@ -4,6 +4,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,23 +72,19 @@ func StartOnPort(ctx context.Context, dataDir string, port int) (*Cluster, error
 // stateLink is the name, inside a dev state dir, of its cluster's data dir.
 const stateLink = "postgres"
 
-// sharedPrefix names the data dirs StartInStateDir keeps outside a state dir.
-const sharedPrefix = "ironflow-dev-"
-
-// StartInStateDir starts the persistent cluster of a dev state dir on a free port;
-// its output goes to stateDir/postgres.log. Run by a normal user, the data dir is
-// stateDir/postgres. Run by root, PostgreSQL runs as the postgres user, who may not be able
-// to enter stateDir (a clone in root's 0700 home): the data dir is then a directory of
-// the postgres user's home (/var/lib/postgresql/ironflow-dev-*), and stateDir/postgres a
-// symlink to it, which restarts follow and RemoveStateDir removes. A failed first start
-// removes that directory and the link again.
+// StartInStateDir starts the persistent cluster of a dev state dir on a free port; its
+// output goes to stateDir/postgres.log. Run by a normal user, the data dir is
+// stateDir/postgres. Run by root, PostgreSQL runs as the postgres user, who may not be able to
+// enter stateDir (a clone in root's 0700 home): the data dir is then SharedDataDir(stateDir),
+// in the postgres user's home, and stateDir/postgres a symlink to it, which restarts follow
+// and RemoveStateDir removes. A failed first start removes both again.
 func StartInStateDir(ctx context.Context, stateDir string) (*Cluster, error) {
 	stateDir, err := filepath.Abs(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("dev state dir: %w", err)
 	}
 	link := filepath.Join(stateDir, stateLink)
-	dataDir, created, err := stateDataDir(link)
+	dataDir, created, err := stateDataDir(stateDir, link)
 	if err != nil {
 		return nil, err
 	}
@@ -101,9 +99,20 @@ func StartInStateDir(ctx context.Context, stateDir string) (*Cluster, error) {
 	return pg, nil
 }
 
+// SharedDataDir is where, run by root, the cluster of stateDir (an absolute path) keeps its
+// data: /var/lib/postgresql/ironflow-dev-<hash of stateDir>, which the postgres user can reach.
+func SharedDataDir(stateDir string) (string, error) {
+	u, err := postgresUser()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join(u.HomeDir, "ironflow-dev-"+hex.EncodeToString(sum[:8])), nil
+}
+
 // stateDataDir returns the data dir that link names, creating it (and, as root, the link)
 // when there is none.
-func stateDataDir(link string) (dir string, created bool, err error) {
+func stateDataDir(stateDir, link string) (dir string, created bool, err error) {
 	if fi, err := os.Lstat(link); err == nil {
 		if fi.Mode()&os.ModeSymlink == 0 {
 			return link, false, nil
@@ -117,11 +126,14 @@ func stateDataDir(link string) (dir string, created bool, err error) {
 	if os.Geteuid() != 0 {
 		return link, true, nil
 	}
-	u, err := postgresUser()
-	if err != nil {
+	if dir, err = SharedDataDir(stateDir); err != nil {
 		return "", false, err
 	}
-	if dir, err = os.MkdirTemp(u.HomeDir, sharedPrefix); err != nil {
+	// Left by a state dir removed without --fresh: its data belongs to no state any more.
+	if err := os.RemoveAll(dir); err != nil {
+		return "", false, fmt.Errorf("postgres data dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", false, fmt.Errorf("postgres data dir: %w", err)
 	}
 	if err := os.Symlink(dir, link); err != nil {
@@ -131,13 +143,25 @@ func stateDataDir(link string) (dir string, created bool, err error) {
 	return dir, true, nil
 }
 
-// RemoveStateDir removes a dev state dir and the PostgreSQL data dir it links to.
+// RemoveStateDir removes a dev state dir and the PostgreSQL data dir it keeps outside.
 func RemoveStateDir(stateDir string) error {
-	link := filepath.Join(stateDir, stateLink)
-	// Only a dir StartInStateDir made is removed, never whatever else a link may point to.
-	if target, err := os.Readlink(link); err == nil && strings.HasPrefix(filepath.Base(target), sharedPrefix) {
-		if err := os.RemoveAll(target); err != nil {
-			return fmt.Errorf("remove PostgreSQL data dir: %w", err)
+	stateDir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return fmt.Errorf("dev state dir: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		shared, err := SharedDataDir(stateDir)
+		if err != nil {
+			return err
+		}
+		// The link's target differs from shared when the state dir was moved since.
+		target, _ := os.Readlink(filepath.Join(stateDir, stateLink))
+		for _, dir := range []string{shared, target} {
+			if filepath.Dir(dir) == filepath.Dir(shared) && strings.HasPrefix(filepath.Base(dir), "ironflow-dev-") {
+				if err := os.RemoveAll(dir); err != nil {
+					return fmt.Errorf("remove PostgreSQL data dir: %w", err)
+				}
+			}
 		}
 	}
 	if err := os.RemoveAll(stateDir); err != nil {
