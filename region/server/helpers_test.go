@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,18 +70,23 @@ func startServer(t testing.TB, st *store.Store, name string) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	waitServing(t, base)
+	waitHeartbeat(t, st, base)
 	return base
 }
 
-// waitServing waits until the server at base answers: Serve records its first heartbeat before
-// it answers, so from then on every process of the region lists it in Info.Endpoints.
-func waitServing(t testing.TB, base string) {
+// waitHeartbeat waits until the server at base has recorded its first heartbeat, so every
+// process of the region lists it in Info.Endpoints. It reads the store, not the server, so a
+// test's request counts stay its own.
+func waitHeartbeat(t testing.TB, st *store.Store, base string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !healthy(base) {
+	for {
+		endpoints, err := st.Endpoints(context.Background(), time.Minute)
+		if err == nil && slices.Contains(endpoints, base) {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server %s not serving after 30 s", base)
+			t.Fatalf("server %s has no heartbeat after 30 s (endpoints %v, %v)", base, endpoints, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
