@@ -247,11 +247,11 @@ func (pg *Cluster) Halt() error {
 	return nil
 }
 
-// command runs a PostgreSQL tool as the user the server runs as, in a directory that user can
-// enter (paths given to it are absolute).
+// command runs a PostgreSQL tool as the user the server runs as, in a directory every user
+// can enter (the paths given to it are absolute; the temp dir may be private).
 func (pg *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(BinDir, name), args...)
-	cmd.Dir = os.TempDir()
+	cmd.Dir = "/"
 	if pg.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
 	}
