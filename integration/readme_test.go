@@ -63,14 +63,14 @@ func TestReadmeFromAFreshClone(t *testing.T) {
 
 	blocks := readmeBlocks(t, filepath.Join(clone, "README.md"))
 	// The stack's Temporal address replaces the default port the README leaves to the CLIs.
-	r := &readmeRunner{t: t, dir: clone, stack: md, env: append(baseEnv(tmp), "TEMPORAL_ADDRESS="+md.temporal)}
+	r := &readmeRunner{t: t, dir: clone, stack: md, env: append(baseEnv(tmp), "TEMPORAL_ADDRESS="+md.temporal), seen: map[*readmeCheck]bool{}}
 	for _, b := range blocks {
 		for _, c := range b.commands {
 			r.run(c)
 		}
 	}
 	for _, c := range readmeChecks {
-		if !c.seen {
+		if !r.seen[c] {
 			t.Errorf("no README command matches %q: the README lost that example", c.cmd)
 		}
 	}
@@ -123,7 +123,6 @@ type readmeCheck struct {
 	cmd        string   // regexp on the command as the README writes it
 	want       []string // regexps on its output
 	eventually bool
-	seen       bool
 }
 
 // readmeCommand is one command of the README and, in a console block, the output it shows.
@@ -201,6 +200,7 @@ type readmeRunner struct {
 	dir   string
 	stack *makeDev
 	env   []string
+	seen  map[*readmeCheck]bool // the checks a command matched
 }
 
 // run runs one README command and checks its output.
@@ -219,7 +219,7 @@ func (r *readmeRunner) run(c readmeCommand) {
 	var check *readmeCheck
 	for _, ch := range readmeChecks {
 		if regexp.MustCompile(ch.cmd).MatchString(c.text) {
-			check, ch.seen = ch, true
+			check, r.seen[ch] = ch, true
 		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
