@@ -5,8 +5,10 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/store"
@@ -78,6 +80,9 @@ func (s *Stack) seed(ctx context.Context) error {
 			return fmt.Errorf("seed %s network: %w", region, err)
 		}
 	}
+	if err := s.seedPools(ctx); err != nil {
+		return err
+	}
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		return fmt.Errorf("seed marker: %w", err)
 	}
@@ -127,20 +132,48 @@ func (s *Stack) seedRackNetwork(ctx context.Context, region string, n int) error
 		return nil
 	}
 	// The rack's machines get a pool of their own, so the seed's story (Pool=default) reads as the doc.
-	pool := api.Pool{Name: rk.Name, Description: "machines behind " + rk.Name}
+	return seedPool(ctx, st, rk.Name, "machines behind "+rk.Name, 0x42, RackMachines, func(i int, m *api.Machine) {
+		m.Name = fmt.Sprintf("node-%02d.%s", i, rk.Name)
+		m.Address = fmt.Sprintf("%s.%d", net, 10+i)
+		m.Rack = rk.Uuid
+	})
+}
+
+// SeedPools are region-a's pools of machines that are in no rack, one per README example that
+// moves machines after the walkthrough, so each still finds its machines on region-a:
+// batch for `migrations bulk`, gold for the Temporal CLI start and the nightly schedule.
+var SeedPools = map[string]int{"batch": 6, "gold": 4}
+
+// seedPools adds SeedPools to region-a.
+func (s *Stack) seedPools(ctx context.Context) error {
+	st := s.Regions["region-a"].Store
+	for i, name := range slices.Sorted(maps.Keys(SeedPools)) {
+		err := seedPool(ctx, st, name, "README example machines", 0x43+i, SeedPools[name], func(i int, m *api.Machine) {
+			m.Name = fmt.Sprintf("%s-%02d", name, i)
+		})
+		if err != nil {
+			return fmt.Errorf("seed pool %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// seedPool creates pool name with n machines, the i-th with MAC 52:54:00:<macByte>:00:<i>,
+// named and placed by place.
+func seedPool(ctx context.Context, st *store.Store, name, description string, macByte, n int, place func(i int, m *api.Machine)) error {
+	pool := api.Pool{Name: name, Description: description}
 	if err := st.Create(ctx, seeder, api.KindPools, &pool); err != nil {
 		return err
 	}
-	for i := 1; i <= RackMachines; i++ {
+	for i := 1; i <= n; i++ {
 		m := api.Machine{
-			Name: fmt.Sprintf("node-%02d.%s", i, rk.Name), Arch: "amd64", BootEnv: "local", Stage: "none",
+			Arch: "amd64", BootEnv: "local", Stage: "none",
 			Available: true, Runnable: true, Validated: true, Pool: pool.Name, PoolStatus: "Free",
-			Address:       fmt.Sprintf("%s.%d", net, 10+i),
-			HardwareAddrs: []string{fmt.Sprintf("52:54:00:42:00:%02x", i)},
-			Secret:        fmt.Sprintf("node-secret-%02d", i),
-			Rack:          rk.Uuid,
+			HardwareAddrs: []string{fmt.Sprintf("52:54:00:%02x:00:%02x", macByte, i)},
+			Secret:        fmt.Sprintf("%s-secret-%02d", name, i),
 			Meta:          map[string]string{"machine-role": "machine"},
 		}
+		place(i, &m)
 		if err := st.Create(ctx, seeder, api.KindMachines, &m); err != nil {
 			return err
 		}

@@ -91,11 +91,11 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 			s.Stop()
 		}
 	}()
-	// PostgreSQL runs as the postgres user when we are root: it must be able to reach its data dir.
-	if err := os.MkdirAll(s.StateDir, 0o711); err != nil {
+	// Child processes (PostgreSQL, Temporal) run in other directories: they get absolute paths.
+	if s.StateDir, err = filepath.Abs(s.StateDir); err != nil {
 		return nil, fmt.Errorf("dev state dir: %w", err)
 	}
-	if err := os.Chmod(s.StateDir, 0o711); err != nil {
+	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("dev state dir: %w", err)
 	}
 	if s.AdminToken, err = adminToken(s.StateDir); err != nil {
@@ -106,7 +106,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 	s.group, runCtx = errgroup.WithContext(runCtx)
 	s.runCtx = runCtx
 
-	if s.Postgres, err = postgres.Start(ctx, filepath.Join(s.StateDir, "postgres")); err != nil {
+	if s.Postgres, err = postgres.StartInStateDir(ctx, s.StateDir); err != nil {
 		return nil, err
 	}
 	for i, name := range RegionNames {
@@ -240,7 +240,9 @@ func (s *Stack) Stop() {
 		_ = s.Postgres.Stop()
 	}
 	if s.tempDir {
-		os.RemoveAll(s.StateDir)
+		if err := postgres.RemoveStateDir(s.StateDir); err != nil {
+			s.log.Warn("remove the dev state dir", "err", err)
+		}
 	}
 }
 

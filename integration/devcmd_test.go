@@ -5,12 +5,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/dev/postgres"
 )
 
 // TestDevStopsCleanly runs `ironflow dev` as a user does, interrupts it with SIGINT (Ctrl-C),
@@ -26,7 +29,7 @@ func TestDevStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(stateDir) })
+	t.Cleanup(func() { postgres.RemoveStateDir(stateDir) })
 	namespacesBefore := netnsList(t)
 
 	cmd := exec.Command(bin, "dev", "--state-dir", stateDir, "--free-ports")
@@ -70,7 +73,12 @@ func TestDevStopsCleanly(t *testing.T) {
 		t.Fatal("ironflow dev not ready after 2 minutes")
 	}
 
-	started := stackProcesses(t, cmd.Process.Pid, stateDir)
+	// As root, PostgreSQL's data dir (in its command line) is outside the state dir.
+	pgData, err := filepath.EvalSymlinks(filepath.Join(stateDir, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := stackProcesses(t, cmd.Process.Pid, stateDir, pgData)
 	if len(started) < 3 { // ironflow dev, the Temporal dev server, PostgreSQL
 		t.Fatalf("found only processes %v of the running stack", started)
 	}
@@ -97,7 +105,7 @@ func TestDevStopsCleanly(t *testing.T) {
 			t.Errorf("process %d (%s) survived ironflow dev", pid, cmdline(pid))
 		}
 	}
-	if left := stackProcesses(t, -1, stateDir); len(left) > 0 {
+	if left := stackProcesses(t, -1, stateDir, pgData); len(left) > 0 {
 		t.Errorf("processes still using the state dir: %v", left)
 	}
 	if after := netnsList(t); after != namespacesBefore {
@@ -106,8 +114,8 @@ func TestDevStopsCleanly(t *testing.T) {
 }
 
 // stackProcesses lists root (unless -1), its descendants, and every process whose command
-// line names stateDir (pg_ctl detaches the PostgreSQL server from its parent).
-func stackProcesses(t *testing.T, root int, stateDir string) []int {
+// line names one of dirs (pg_ctl detaches the PostgreSQL server from its parent).
+func stackProcesses(t *testing.T, root int, dirs ...string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -133,7 +141,7 @@ func stackProcesses(t *testing.T, root int, stateDir string) []int {
 	}
 	var out []int
 	for _, pid := range pids {
-		if pid == root || descends(pid, root, parent) || strings.Contains(cmdline(pid), stateDir) {
+		if pid == root || descends(pid, root, parent) || slices.ContainsFunc(dirs, func(dir string) bool { return strings.Contains(cmdline(pid), dir) }) {
 			out = append(out, pid)
 		}
 	}

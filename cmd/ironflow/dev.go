@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/postgres"
 )
 
 // Well-known dev ports, so URLs stay the same across restarts of `ironflow dev`.
@@ -23,8 +25,7 @@ var (
 )
 
 func newDevCommand() *cobra.Command {
-	var stateDir string
-	var fresh, demo, freePorts bool
+	var fresh, demo bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system on this machine: PostgreSQL, Temporal, two regions, a worker",
@@ -37,8 +38,12 @@ across restarts unless --fresh.`,
 			if demo {
 				return runDemo(cmd)
 			}
+			stateDir, freePorts, err := devFlags(cmd)
+			if err != nil {
+				return err
+			}
 			if fresh {
-				if err := os.RemoveAll(stateDir); err != nil {
+				if err := postgres.RemoveStateDir(stateDir); err != nil {
 					return fmt.Errorf("--fresh: %w", err)
 				}
 			}
@@ -73,9 +78,9 @@ across restarts unless --fresh.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&stateDir, "state-dir", ".ironflow-dev", "where the stack keeps its state")
+	cmd.Flags().String("state-dir", ".ironflow-dev", "where the stack keeps its state ($"+envDevStateDir+")")
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
-	cmd.Flags().BoolVar(&freePorts, "free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233 (for a second stack)")
+	cmd.Flags().Bool("free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233 (for a second stack; $"+envDevFreePorts+")")
 	cmd.Flags().BoolVar(&demo, "demo", false, "start a fresh throwaway stack on free ports, replay the migration story with the CLI, and exit")
 	return cmd
 }
@@ -86,6 +91,23 @@ func portsHint(err error, freePorts bool) error {
 		return err
 	}
 	return fmt.Errorf("%w\n(another stack, perhaps a running make dev, holds the ports: stop it, or start a second one with: bin/ironflow dev --free-ports --state-dir DIR)", err)
+}
+
+const (
+	envDevStateDir  = "IRONFLOW_DEV_STATE_DIR"
+	envDevFreePorts = "IRONFLOW_DEV_FREE_PORTS"
+)
+
+// devFlags resolves --state-dir to an absolute path, before any process of the stack (which
+// run in other directories) sees it, and --free-ports.
+func devFlags(cmd *cobra.Command) (stateDir string, freePorts bool, err error) {
+	if stateDir, err = filepath.Abs(flagOrEnv(cmd, "state-dir", envDevStateDir)); err != nil {
+		return "", false, fmt.Errorf("--state-dir: %w", err)
+	}
+	if freePorts, err = strconv.ParseBool(flagOrEnv(cmd, "free-ports", envDevFreePorts)); err != nil {
+		return "", false, fmt.Errorf("--free-ports/$%s: %w", envDevFreePorts, err)
+	}
+	return stateDir, freePorts, nil
 }
 
 func openDevLog(stateDir string) (*os.File, error) {

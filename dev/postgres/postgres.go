@@ -4,7 +4,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,7 +26,8 @@ const BinDir = "/usr/lib/postgresql/15/bin"
 
 // Cluster is a PostgreSQL cluster started by this process on 127.0.0.1.
 type Cluster struct {
-	DataDir string
+	DataDir string // absolute
+	LogFile string // the server's output
 	Port    int
 	owned   bool // the data dir is a temp dir we remove on Stop
 	cred    *syscall.Credential
@@ -33,7 +35,8 @@ type Cluster struct {
 
 // Start starts a cluster in dataDir (created and initialised when it holds none).
 // An empty dataDir means a temporary cluster that Stop removes. PostgreSQL refuses to run
-// as root, so as root the server runs as the "postgres" user.
+// as root, so as root the server runs as the "postgres" user, who must be able to reach
+// dataDir (a temp dir is fine; see StartInStateDir for a dir that user cannot enter).
 func Start(ctx context.Context, dataDir string) (*Cluster, error) {
 	return StartOnPort(ctx, dataDir, 0)
 }
@@ -49,39 +52,170 @@ func StartOnPort(ctx context.Context, dataDir string, port int) (*Cluster, error
 		}
 		pg.DataDir, pg.owned = dir, true
 	}
-	if err := os.MkdirAll(pg.DataDir, 0o700); err != nil {
+	abs, err := filepath.Abs(pg.DataDir)
+	if err != nil {
 		return nil, fmt.Errorf("postgres data dir: %w", err)
+	}
+	pg.DataDir, pg.LogFile = abs, filepath.Join(abs, "server.log")
+	// A data dir that was not initialised before this call is removed when the start fails:
+	// initdb refuses a non-empty dir, so a half-made one would block the next start.
+	removeOnFailure := pg.owned || !initialised(pg.DataDir)
+	if err := pg.start(ctx, port); err != nil {
+		if removeOnFailure {
+			os.RemoveAll(pg.DataDir)
+		}
+		return nil, err
+	}
+	return pg, nil
+}
+
+// stateLink is the name, inside a dev state dir, of its cluster's data dir.
+const stateLink = "postgres"
+
+// StartInStateDir starts the persistent cluster of a dev state dir on a free port; its
+// output goes to stateDir/postgres.log. Run by a normal user, the data dir is
+// stateDir/postgres. Run by root, PostgreSQL runs as the postgres user, who may not be able to
+// enter stateDir (a clone in root's 0700 home): the data dir is then SharedDataDir(stateDir),
+// in the postgres user's home, and stateDir/postgres a symlink to it, which restarts follow
+// and RemoveStateDir removes. A failed first start removes both again.
+func StartInStateDir(ctx context.Context, stateDir string) (*Cluster, error) {
+	stateDir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("dev state dir: %w", err)
+	}
+	link := filepath.Join(stateDir, stateLink)
+	dataDir, created, err := stateDataDir(stateDir, link)
+	if err != nil {
+		return nil, err
+	}
+	pg := &Cluster{DataDir: dataDir, LogFile: filepath.Join(stateDir, "postgres.log")}
+	if err := pg.start(ctx, 0); err != nil {
+		if created || !initialised(dataDir) {
+			os.RemoveAll(dataDir)
+			os.Remove(link) // the symlink, when there is one; a removed plain dir is gone already
+		}
+		return nil, err
+	}
+	return pg, nil
+}
+
+// SharedDataDir is where, run by root, the cluster of stateDir (an absolute path) keeps its
+// data: /var/lib/postgresql/ironflow-dev-<hash of stateDir>, which the postgres user can reach.
+func SharedDataDir(stateDir string) (string, error) {
+	u, err := postgresUser()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join(u.HomeDir, "ironflow-dev-"+hex.EncodeToString(sum[:8])), nil
+}
+
+// stateDataDir returns the data dir that link names, creating it (and, as root, the link)
+// when there is none.
+func stateDataDir(stateDir, link string) (dir string, created bool, err error) {
+	if fi, err := os.Lstat(link); err == nil {
+		if fi.Mode()&os.ModeSymlink == 0 {
+			return link, false, nil
+		}
+		target, err := filepath.EvalSymlinks(link)
+		if err != nil {
+			return "", false, fmt.Errorf("the PostgreSQL data dir that %s points to is gone (%w): start over with `ironflow dev --fresh`", link, err)
+		}
+		return target, false, nil
+	}
+	if os.Geteuid() != 0 {
+		return link, true, nil
+	}
+	if dir, err = SharedDataDir(stateDir); err != nil {
+		return "", false, err
+	}
+	// Left by a state dir removed without --fresh: its data belongs to no state any more.
+	if err := os.RemoveAll(dir); err != nil {
+		return "", false, fmt.Errorf("postgres data dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", false, fmt.Errorf("postgres data dir: %w", err)
+	}
+	if err := os.Symlink(dir, link); err != nil {
+		os.RemoveAll(dir)
+		return "", false, fmt.Errorf("postgres data dir link: %w", err)
+	}
+	return dir, true, nil
+}
+
+// RemoveStateDir removes a dev state dir and the PostgreSQL data dir it keeps outside.
+func RemoveStateDir(stateDir string) error {
+	stateDir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return fmt.Errorf("dev state dir: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		shared, err := SharedDataDir(stateDir)
+		if err != nil {
+			return err
+		}
+		// The link's target differs from shared when the state dir was moved since.
+		target, _ := os.Readlink(filepath.Join(stateDir, stateLink))
+		for _, dir := range []string{shared, target} {
+			if filepath.Dir(dir) == filepath.Dir(shared) && strings.HasPrefix(filepath.Base(dir), "ironflow-dev-") {
+				if err := os.RemoveAll(dir); err != nil {
+					return fmt.Errorf("remove PostgreSQL data dir: %w", err)
+				}
+			}
+		}
+	}
+	if err := os.RemoveAll(stateDir); err != nil {
+		return fmt.Errorf("remove state dir: %w", err)
+	}
+	return nil
+}
+
+func initialised(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, "PG_VERSION"))
+	return err == nil
+}
+
+// start initialises pg.DataDir when it holds no cluster and starts the server on port.
+func (pg *Cluster) start(ctx context.Context, port int) error {
+	if err := os.MkdirAll(pg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("postgres data dir: %w", err)
 	}
 	if os.Geteuid() == 0 {
 		cred, err := postgresCredential()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		pg.cred = cred
 		if err := os.Chown(pg.DataDir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, fmt.Errorf("chown postgres data dir: %w", err)
+			return fmt.Errorf("chown postgres data dir: %w", err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(pg.DataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := pg.run(ctx, "initdb", "-D", pg.DataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
-			pg.cleanup()
-			return nil, err
+	if !initialised(pg.DataDir) {
+		if out, err := pg.command(ctx, "initdb", "-D", pg.DataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+			return fmt.Errorf("initdb -D %s: %w\n%s", pg.DataDir, err, out)
 		}
 	}
 	if port == 0 {
 		var err error
 		if port, err = netutil.FreePort(); err != nil {
-			pg.cleanup()
-			return nil, err
+			return err
 		}
 	}
 	pg.Port = port
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='%s' -c fsync=off -c max_connections=300", port, pg.DataDir)
-	if err := pg.run(ctx, "pg_ctl", "-D", pg.DataDir, "-o", opts, "-l", filepath.Join(pg.DataDir, "server.log"), "-w", "-t", "60", "start"); err != nil {
-		pg.cleanup()
-		return nil, err
+	// The server writes its output to a file this process opens, so the log may live where
+	// the postgres user cannot go (the dev state dir).
+	log, err := os.OpenFile(pg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("postgres log: %w", err)
 	}
-	return pg, nil
+	defer log.Close()
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='%s' -c fsync=off -c max_connections=300", port, pg.DataDir)
+	cmd := pg.command(ctx, "pg_ctl", "-D", pg.DataDir, "-o", opts, "-w", "-t", "60", "start")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("PostgreSQL did not start (pg_ctl start: %w); the end of its log %s:\n%s", err, pg.LogFile, logTail(pg.LogFile, 15))
+	}
+	return nil
 }
 
 // URL is the connection string of database db.
@@ -97,7 +231,9 @@ func (pg *Cluster) CreateDatabase(ctx context.Context, db string) error {
 // Stop shuts the server down fast and removes a temporary cluster.
 func (pg *Cluster) Stop() error {
 	err := pg.Halt()
-	pg.cleanup()
+	if pg.owned {
+		os.RemoveAll(pg.DataDir)
+	}
 	return err
 }
 
@@ -105,30 +241,21 @@ func (pg *Cluster) Stop() error {
 func (pg *Cluster) Halt() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return pg.run(ctx, "pg_ctl", "-D", pg.DataDir, "-m", "fast", "-w", "stop")
-}
-
-func (pg *Cluster) cleanup() {
-	if pg.owned {
-		os.RemoveAll(pg.DataDir)
+	if out, err := pg.command(ctx, "pg_ctl", "-D", pg.DataDir, "-m", "fast", "-w", "stop").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
 	}
+	return nil
 }
 
-func (pg *Cluster) run(ctx context.Context, name string, args ...string) error {
+// command runs a PostgreSQL tool as the user the server runs as, in a directory every user
+// can enter (the paths given to it are absolute; the temp dir may be private).
+func (pg *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(BinDir, name), args...)
-	cmd.Dir = os.TempDir()
+	cmd.Dir = "/"
 	if pg.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		logTail := ""
-		if b, rerr := os.ReadFile(filepath.Join(pg.DataDir, "server.log")); rerr == nil {
-			logTail = lastLines(string(b), 10)
-		}
-		return fmt.Errorf("%s %s: %w\n%s%s", name, args[0], err, out, logTail)
-	}
-	return nil
+	return cmd
 }
 
 // CreateDatabase creates db on the server of adminURL unless it exists.
@@ -151,18 +278,30 @@ func CreateDatabase(ctx context.Context, adminURL, db string) error {
 	return nil
 }
 
-func postgresCredential() (*syscall.Credential, error) {
+func postgresUser() (*user.User, error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
 		return nil, fmt.Errorf("running as root needs the postgres user: %w", err)
+	}
+	return u, nil
+}
+
+func postgresCredential() (*syscall.Credential, error) {
+	u, err := postgresUser()
+	if err != nil {
+		return nil, err
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read it: %v)\n", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,7 +70,26 @@ func startServer(t testing.TB, st *store.Store, name string) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
+	waitHeartbeat(t, st, base)
 	return base
+}
+
+// waitHeartbeat waits until the server at base has recorded its first heartbeat, so every
+// process of the region lists it in Info.Endpoints. It reads the store, not the server, so a
+// test's request counts stay its own.
+func waitHeartbeat(t testing.TB, st *store.Store, base string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		endpoints, err := st.Endpoints(context.Background(), time.Minute)
+		if err == nil && slices.Contains(endpoints, base) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s has no heartbeat after 30 s (endpoints %v, %v)", base, endpoints, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // userToken creates a user with role and returns a token for it.
