@@ -222,6 +222,7 @@ type CopyInput struct {
 	TargetRegion string
 	Machine      string // UUID
 	Ticket       string
+	Migration    string // workflow ID; it holds the imported copy on the target until activation
 }
 
 // CopyResult counts what was copied.
@@ -260,7 +261,7 @@ func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult
 	case !isNotFound(err):
 		return res, classify(err, "look up machine %s on %s", in.Machine, in.TargetRegion)
 	}
-	if _, err := dst.Import(ctx, api.ImportRequest{Ticket: in.Ticket, Bundle: bundle}); err != nil {
+	if _, err := dst.Import(ctx, api.ImportRequest{Ticket: in.Ticket, Bundle: bundle, Migration: in.Migration}); err != nil {
 		return res, classify(err, "region %s refused the import of machine %s", in.TargetRegion, in.Machine)
 	}
 	return res, nil
@@ -401,7 +402,7 @@ func (a *Activities) machine(ctx context.Context, ref MachineRef) (Region, api.M
 }
 
 func (a *Activities) deleteMachine(ctx context.Context, r Region, ref MachineRef) error {
-	err := r.DeleteMachine(ctx, ref.Machine)
+	err := r.DeleteMachine(ctx, ref.Machine, ref.Migration)
 	if isNotFound(err) {
 		return nil
 	}

@@ -296,7 +296,7 @@ func (m *migration) unquiesce(ctx workflow.Context) error {
 }
 
 func (m *migration) copy(ctx workflow.Context) error {
-	in := activities.CopyInput{SourceRegion: m.in.SourceRegion, TargetRegion: m.in.TargetRegion, Machine: m.machine.MachineUuid, Ticket: m.ticket}
+	in := activities.CopyInput{SourceRegion: m.in.SourceRegion, TargetRegion: m.in.TargetRegion, Machine: m.machine.MachineUuid, Ticket: m.ticket, Migration: m.id}
 	var copied activities.CopyResult
 	if err := m.call(ctx, copyOptions, acts.ExportImport, in, &copied); err != nil {
 		return err

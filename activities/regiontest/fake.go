@@ -234,7 +234,7 @@ func (r *Region) GetJob(_ context.Context, key string) (api.Job, error) {
 }
 
 // DeleteMachine implements activities.Region.
-func (r *Region) DeleteMachine(_ context.Context, key string) error {
+func (r *Region) DeleteMachine(_ context.Context, key, _ string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.enter("DeleteMachine", key, true); err != nil {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -43,6 +44,15 @@ func (c *Client) FinalizeMigration(ctx context.Context, key string, req api.Fina
 // RestoreMigration undoes FinalizeMigration on the source from its snapshot (compensation).
 func (c *Client) RestoreMigration(ctx context.Context, key string) (api.Machine, error) {
 	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "restore-migration")
+}
+
+// DeleteForMigration deletes the machine at key for migration (a workflow ID), which may hold it.
+func (c *Client) DeleteForMigration(ctx context.Context, key, migration string) error {
+	path, err := keyPath(api.KindMachines, key)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, request{method: http.MethodDelete, path: path, query: url.Values{"migration": {migration}}})
 }
 
 // Activate makes the imported machine at key runnable and available on this (destination) region.
