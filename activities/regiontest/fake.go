@@ -449,3 +449,14 @@ func cloneJob(j api.Job) api.Job {
 	}
 	return j
 }
+
+// VerifyGrant implements activities.Region: the fake trusts every grant; inject a failure to
+// have it refused.
+func (r *Region) VerifyGrant(_ context.Context, req api.GrantCheck) (api.GrantClaims, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("VerifyGrant", req.Key, false); err != nil {
+		return api.GrantClaims{}, err
+	}
+	return api.GrantClaims{Kind: req.Kind, TargetRegion: req.TargetRegion, GrantedTo: "test-user"}, nil
+}

@@ -55,6 +55,8 @@ type ImportRequest struct {
 	// Migration is the workflow ID the import belongs to; it holds the inactive copy against
 	// deletion until the machine is activated (DELETE ...?migration= releases it).
 	Migration string `json:"Migration,omitempty"`
+	// StartedBy is who started the move (the grant's user), for the audit log.
+	StartedBy string `json:"StartedBy,omitempty"`
 }
 
 // FinalizeRequest turns the source record into a stub that redirects to the destination.

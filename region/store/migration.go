@@ -52,6 +52,7 @@ type TicketUse struct {
 	// Migration is the workflow ID the importer says the import belongs to ("" when it does
 	// not say): it holds the inactive copy until the import completes (holds.go).
 	Migration string
+	StartedBy string // who started the move, for the import's audit event
 }
 
 // snapshot is a machine and its jobs as they were before a migration quiesced the machine.
@@ -381,7 +382,7 @@ func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endp
 			}
 		}
 		return recordEvent(ctx, tx, by, "import", api.KindMachines, m.Uuid,
-			map[string]any{"Ticket": ticket.ID, "Jobs": len(js), "ProfilesCreated": created})
+			map[string]any{"Ticket": ticket.ID, "Jobs": len(js), "ProfilesCreated": created, "Migration": ticket.Migration, "StartedBy": ticket.StartedBy})
 	})
 	if err != nil {
 		return api.Machine{}, err
