@@ -137,6 +137,9 @@ func newMigrationsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := requireToken(cmd); err != nil {
+				return err
+			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
 				return err
@@ -233,6 +236,9 @@ func newMigrationsShowCommand() *cobra.Command {
 		Long:  "Show a migration by workflow ID (migrate-machine/<uuid>) or machine UUID.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireToken(cmd); err != nil {
+				return err
+			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
 				return err
@@ -344,6 +350,9 @@ func newMigrationsCancelCommand() *cobra.Command {
 			}
 			defer tc.Close()
 			id := migrationID(args[0])
+			if err := requireSourceOperator(cmd.Context(), cmd, tc, id); err != nil {
+				return err
+			}
 			if err := tc.CancelWorkflow(cmd.Context(), id, ""); err != nil {
 				return notFoundAsMigration(id, err)
 			}
@@ -358,6 +367,7 @@ func newMigrationsCancelCommand() *cobra.Command {
 // while one runs is refused, naming the running one.
 func startMigration(ctx context.Context, tc client.Client, key, machineUUID string, in workflows.MigrateMachineInput) (client.WorkflowRun, error) {
 	opts := workflows.MigrateMachineStartOptions(machineUUID)
+	opts.Memo = startedByMemo(in.Grant)
 	opts.TypedSearchAttributes = temporal.NewSearchAttributes(
 		workflows.MachineUuidKey.ValueSet(machineUUID),
 		workflows.SourceRegionKey.ValueSet(in.SourceRegion),

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -128,6 +129,9 @@ once, and a machine that fails does not stop the others. Prints the workflow ID 
 			if err := checkName(name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
+			if in.Grant, err = bulkGrant(cmd, in, 0); err != nil {
+				return err
+			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
 				return err
@@ -135,6 +139,7 @@ once, and a machine that fails does not stop the others. Prints the workflow ID 
 			defer tc.Close()
 			opts := workflows.BulkMigrateStartOptions(name)
 			opts.TypedSearchAttributes = bulkSearchAttributes(in)
+			opts.Memo = startedByMemo(in.Grant)
 			run, err := tc.ExecuteWorkflow(cmd.Context(), opts, workflows.BulkMigrate, in)
 			var running *serviceerror.WorkflowExecutionAlreadyStarted
 			if errors.As(err, &running) {
@@ -259,6 +264,11 @@ selected when it starts. A run still going at the next time makes that time be s
 			}
 			in, err := o.input()
 			if err != nil {
+				return err
+			}
+			// A schedule starts runs long after this command: its grant lives as long as
+			// grants may, and schedule delete revokes it.
+			if in.Grant, err = bulkGrant(cmd, in, api.MaxGrantTTL); err != nil {
 				return err
 			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
@@ -416,9 +426,29 @@ func scheduleCommand(use, short string, do func(ctx context.Context, h client.Sc
 }
 
 func newScheduleDeleteCommand() *cobra.Command {
-	return scheduleCommand("delete", "Delete a bulk migration schedule; running bulk migrations go on",
-		func(ctx context.Context, h client.ScheduleHandle) error { return h.Delete(ctx) },
+	var grant string
+	c := scheduleCommand("delete", "Delete a bulk migration schedule and revoke its grant; running bulk migrations go on",
+		func(ctx context.Context, h client.ScheduleHandle) error {
+			if desc, err := h.Describe(ctx); err == nil {
+				var in workflows.BulkMigrateInput
+				if p := desc.Memo.GetFields()[memoInput]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &in) == nil {
+					grant = in.Grant
+				}
+			}
+			return h.Delete(ctx)
+		},
 		"Deleted schedule %s")
+	run := c.RunE
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := run(cmd, args); err != nil {
+			return err
+		}
+		if grant != "" {
+			revokeScheduleGrant(cmd, grant)
+		}
+		return nil
+	}
+	return c
 }
 
 func newScheduleTriggerCommand() *cobra.Command {
