@@ -54,6 +54,9 @@ func (s Selector) String() string {
 type SelectInput struct {
 	Region   string
 	Selector Selector
+	// TargetRegion and Grant: the region grants the bulk migration to TargetRegion (grants.go).
+	TargetRegion string `json:",omitempty"`
+	Grant        string `json:",omitempty"`
 }
 
 // MachineLister is what SelectMachines needs beyond Region: a filtered machine list.
@@ -78,6 +81,10 @@ func (a *Activities) SelectMachines(ctx context.Context, in SelectInput) ([]stri
 	}
 	r, err := a.Regions.Region(in.Region)
 	if err != nil {
+		return nil, err
+	}
+	check := api.GrantCheck{Grant: in.Grant, TargetRegion: in.TargetRegion, Kind: api.GrantBulk, Migration: workflowID(ctx)}
+	if _, err := verifyGrant(ctx, r, in.Region, check); err != nil {
 		return nil, err
 	}
 	var uuids []string

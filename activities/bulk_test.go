@@ -50,6 +50,16 @@ func (r *listRegion) serve(t *testing.T) string {
 		w.WriteHeader(http.StatusNotFound)
 		_ = json.NewEncoder(w).Encode(api.Error{Error: "machines " + req.PathValue("key") + " not found", Code: http.StatusNotFound})
 	})
+	// The source grants the bulk migration to west with the grant "bulk-grant" only.
+	mux.HandleFunc("POST /api/v1/migrate-grants/verify", func(w http.ResponseWriter, req *http.Request) {
+		var check api.GrantCheck
+		if err := json.NewDecoder(req.Body).Decode(&check); err != nil || check.Grant != "bulk-grant" || check.Kind != api.GrantBulk || check.TargetRegion != "west" {
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "grant refused", Code: http.StatusForbidden})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(api.GrantClaims{Kind: api.GrantBulk, TargetRegion: "west", GrantedTo: "op"})
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -90,13 +100,14 @@ func TestSelectMachines(t *testing.T) {
 		{"names and pool", "east", activities.Selector{Pool: "gold", Names: []string{"a"}}, nil, "", activities.ErrInvalidSelector, "mixes machine names"},
 		{"unknown names", "east", activities.Selector{Names: []string{"a", "zz", "yy"}}, nil, "", activities.ErrMachineNotFound, "machines not found on region east: zz, yy"},
 		{"unknown region", "north", activities.Selector{Pool: "gold"}, nil, "", activities.ErrUnknownRegion, "north"},
+		{"no grant", "east", activities.Selector{Pool: "gold"}, nil, "", activities.ErrGrantRefused, "region east refused the grant to move bulk"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			region.mu.Lock()
 			region.queries = nil
 			region.mu.Unlock()
-			v, err := env.ExecuteActivity(a.SelectMachines, activities.SelectInput{Region: tt.region, Selector: tt.selector})
+			v, err := env.ExecuteActivity(a.SelectMachines, activities.SelectInput{Region: tt.region, Selector: tt.selector, TargetRegion: "west", Grant: grantOf(tt.wantType)})
 			if tt.wantType != "" {
 				var appErr *temporal.ApplicationError
 				if !errors.As(err, &appErr) || appErr.Type() != tt.wantType || !appErr.NonRetryable() || !strings.Contains(appErr.Error(), tt.wantMsg) {
@@ -138,4 +149,12 @@ func TestSelectorString(t *testing.T) {
 			t.Errorf("%#v.String() = %q, want %q", tt.s, got, tt.want)
 		}
 	}
+}
+
+// grantOf is the grant a SelectMachines case sends: none for the case that checks its refusal.
+func grantOf(wantType string) string {
+	if wantType == activities.ErrGrantRefused {
+		return ""
+	}
+	return "bulk-grant"
 }

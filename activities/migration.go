@@ -37,6 +37,8 @@ type ValidateInput struct {
 	// AgentOnly validates a SkipMachineMigration run: the machine already lives on the target
 	// and only its agent moves.
 	AgentOnly bool
+	// Grant is the source region's authorisation of this move (grants.go).
+	Grant string
 }
 
 // ValidateResult is what the workflow keeps about the machine; small on purpose (it is
@@ -49,6 +51,7 @@ type ValidateResult struct {
 	RunningJob     string // UUID of a job running on the source, "" when none
 	Repoint        RepointMethod
 	AgentLastSeen  string // Meta.agent-last-seen before the migration; a newer value means the agent moved
+	StartedBy      string // the user the grant was issued to
 }
 
 // ValidateMigration checks both regions and the machine, and looks for conflicts on the
@@ -85,6 +88,13 @@ func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (V
 	res.MachineUuid, res.MachineName, res.RackUuid = m.Uuid, m.Name, m.Rack
 	res.AgentLastSeen = m.Meta[api.MetaAgentLastSeen]
 	res.Repoint = repointMethod(m)
+	if want := MigrateMachineID(m.Uuid); in.Migration != want {
+		return res, nonRetryable(ErrNonCanonicalWorkID, "the migration of machine %s (%s) runs as workflow %q; start it as %q", m.Name, m.Uuid, in.Migration, want)
+	}
+	check := api.GrantCheck{Grant: in.Grant, TargetRegion: in.TargetRegion, Kind: api.GrantMachine, Key: m.Uuid, Migration: in.Migration}
+	if res.StartedBy, err = verifyGrant(ctx, src, in.SourceRegion, check); err != nil {
+		return res, err
+	}
 	if in.AgentOnly {
 		return res, nil
 	}
@@ -222,6 +232,8 @@ type CopyInput struct {
 	TargetRegion string
 	Machine      string // UUID
 	Ticket       string
+	Migration    string // workflow ID; it holds the imported copy on the target until activation
+	StartedBy    string // who started the move, for the target's audit log
 }
 
 // CopyResult counts what was copied.
@@ -260,7 +272,7 @@ func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult
 	case !isNotFound(err):
 		return res, classify(err, "look up machine %s on %s", in.Machine, in.TargetRegion)
 	}
-	if _, err := dst.Import(ctx, api.ImportRequest{Ticket: in.Ticket, Bundle: bundle}); err != nil {
+	if _, err := dst.Import(ctx, api.ImportRequest{Ticket: in.Ticket, Bundle: bundle, Migration: in.Migration, StartedBy: in.StartedBy}); err != nil {
 		return res, classify(err, "region %s refused the import of machine %s", in.TargetRegion, in.Machine)
 	}
 	return res, nil
@@ -401,7 +413,7 @@ func (a *Activities) machine(ctx context.Context, ref MachineRef) (Region, api.M
 }
 
 func (a *Activities) deleteMachine(ctx context.Context, r Region, ref MachineRef) error {
-	err := r.DeleteMachine(ctx, ref.Machine)
+	err := r.DeleteMachine(ctx, ref.Machine, ref.Migration)
 	if isNotFound(err) {
 		return nil
 	}

@@ -19,7 +19,8 @@ import (
 type Region interface {
 	Info(ctx context.Context) (api.Info, error)
 	GetMachine(ctx context.Context, key string) (api.Machine, error)
-	DeleteMachine(ctx context.Context, key string) error
+	// DeleteMachine deletes the machine at key for migration (a workflow ID), which may hold it.
+	DeleteMachine(ctx context.Context, key, migration string) error
 	GetJob(ctx context.Context, key string) (api.Job, error)
 	MintTicket(ctx context.Context, req api.TicketRequest) (api.Ticket, error)
 	Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error)
@@ -29,6 +30,7 @@ type Region interface {
 	FinalizeMigration(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error)
 	RestoreMigration(ctx context.Context, key string) (api.Machine, error)
 	Activate(ctx context.Context, key string) (api.Machine, error)
+	GrantVerifier
 }
 
 // RegionResolver finds the Region client of a region by its name or its public URL, and
@@ -49,9 +51,9 @@ func (c ClientRegion) GetMachine(ctx context.Context, key string) (api.Machine, 
 	return c.Machines().Get(ctx, key)
 }
 
-// DeleteMachine deletes the machine at key without force.
-func (c ClientRegion) DeleteMachine(ctx context.Context, key string) error {
-	return c.Machines().Delete(ctx, key, false)
+// DeleteMachine deletes the machine at key for migration, without force.
+func (c ClientRegion) DeleteMachine(ctx context.Context, key, migration string) error {
+	return c.DeleteForMigration(ctx, key, migration)
 }
 
 // GetJob returns the job at key.

@@ -21,6 +21,7 @@ type RackRegion interface {
 	HandOverRack(ctx context.Context, rack string) error
 	RackOperations(ctx context.Context, rack string) ([]api.PendingOperation, error)
 	ReleaseRackOperations(ctx context.Context, rack string, rel api.OperationsRelease) ([]api.PendingOperation, error)
+	GrantVerifier
 }
 
 // GetRack returns the rack at key (UUID or "Field:value").
@@ -40,6 +41,7 @@ type TransferInput struct {
 	SourceRegion string
 	TargetRegion string
 	Rack         string // UUID
+	Grant        string `json:",omitempty"` // the source's rack grant (grants.go); checked by ValidateTransfer
 }
 
 // RackRef is a rack on one region.
@@ -84,6 +86,10 @@ func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (Tr
 	}
 	if err != nil {
 		return plan, classify(err, "get rack %s on %s", in.Rack, in.SourceRegion)
+	}
+	grant := api.GrantCheck{Grant: in.Grant, TargetRegion: in.TargetRegion, Kind: api.GrantRack, Key: rack.Uuid, Migration: workflowID(ctx)}
+	if _, err := verifyGrant(ctx, src, in.SourceRegion, grant); err != nil {
+		return plan, err
 	}
 	if rack.Status != api.RackOnline {
 		return plan, nonRetryable(ErrRackNotOnline, "rack %s (%s) is %s on %s; only an online rack can be transferred", rack.Name, rack.Uuid, rack.Status, in.SourceRegion)

@@ -105,7 +105,7 @@ func (d *Demo) Run(ctx context.Context) error {
 			return err
 		}},
 		{"the migrations, as Temporal recorded them", func(ctx context.Context) error {
-			_, err := d.cli(ctx, "migrations", "list", "-o", "table")
+			_, err := d.cli(ctx, "-E", a, "migrations", "list", "-o", "table")
 			return err
 		}},
 	}

@@ -154,6 +154,9 @@ func startMigration(ctx context.Context, t *testing.T, s *dev.Stack, in workflow
 	if m, err := regionClient(s, in.SourceRegion).Machines().Get(ctx, in.Machine); err == nil {
 		id = m.Uuid
 	}
+	if in.Grant == "" {
+		in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantMachine, Key: id, TargetRegion: in.TargetRegion})
+	}
 	run, err := s.Client.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(id), workflows.MigrateMachine, in)
 	if err != nil {
 		t.Fatal(err)

@@ -53,6 +53,9 @@ type BulkMigrateInput struct {
 	// SkipMachineDestroy and WaitForRunningJob are passed to every MigrateMachine.
 	SkipMachineDestroy *bool
 	WaitForRunningJob  time.Duration
+	// Grant is the source region's bulk grant for Selector and TargetRegion; every
+	// MigrateMachine child carries it (region/api/grants.go).
+	Grant string `json:",omitempty"`
 	// MachinesPerRun is how many machines a run migrates before it continues as new; 0 means
 	// DefaultBulkMachinesPerRun. Part of the input so every run, and its replay, agree on it.
 	MachinesPerRun int `json:",omitempty"`
@@ -179,7 +182,7 @@ func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
 		return c.Remaining, nil
 	}
 	var machines []string
-	sel := activities.SelectInput{Region: b.in.SourceRegion, Selector: b.in.Selector}
+	sel := activities.SelectInput{Region: b.in.SourceRegion, Selector: b.in.Selector, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, regionCallOptions), acts.SelectMachines, sel).Get(ctx, &machines); err != nil {
 		return nil, err
 	}
@@ -244,6 +247,7 @@ func (b *bulkMigration) start(ctx workflow.Context, machine string) workflow.Fut
 		Machine:            machine,
 		SkipMachineDestroy: b.in.SkipMachineDestroy,
 		WaitForRunningJob:  b.in.WaitForRunningJob,
+		Grant:              b.in.Grant,
 	})
 }
 

@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"github.com/ironflow/ironflow/activities"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -21,7 +22,7 @@ func RackTaskQueue(rackUUID string) string { return "rack/" + rackUUID }
 
 // MigrateMachineID is the workflow ID of the migration of one machine; one ID per machine is
 // what refuses a second migration of the same machine while one runs.
-func MigrateMachineID(machineUUID string) string { return "migrate-machine/" + machineUUID }
+func MigrateMachineID(machineUUID string) string { return activities.MigrateMachineID(machineUUID) }
 
 // TransferRackID is the workflow ID of the transfer of one rack.
 func TransferRackID(rackUUID string) string { return "transfer-rack/" + rackUUID }

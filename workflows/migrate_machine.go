@@ -62,6 +62,10 @@ type MigrateMachineInput struct {
 	WaitForRunningJob time.Duration
 	// AgentCheckInTimeout bounds the wait for the agent at the target (0: the default).
 	AgentCheckInTimeout time.Duration
+	// Grant is the source region's authorisation of this move (region/api/grants.go): a
+	// machine grant, or the rack or bulk grant of the parent transfer or bulk migration.
+	// Validation refuses the move without one that covers it.
+	Grant string `json:",omitempty"`
 }
 
 // MigrateMachineResult describes a finished migration.
@@ -73,6 +77,7 @@ type MigrateMachineResult struct {
 	Profiles       int
 	AgentRepointed bool
 	StubDeleted    bool
+	StartedBy      string `json:",omitempty"` // the user the grant was issued to
 }
 
 // Progress is the answer of the progress query.
@@ -251,6 +256,7 @@ func (m *migration) validate(ctx workflow.Context) error {
 		TargetRegion: m.in.TargetRegion,
 		Machine:      m.in.Machine,
 		AgentOnly:    m.in.SkipMachineMigration,
+		Grant:        m.in.Grant,
 	}
 	for {
 		if err := m.setPhase(ctx, PhaseValidating); err != nil {
@@ -276,6 +282,7 @@ func (m *migration) validate(ctx workflow.Context) error {
 		}
 	}
 	m.result.MachineUuid, m.result.MachineName, m.result.TargetEndpoint = m.machine.MachineUuid, m.machine.MachineName, m.machine.TargetEndpoint
+	m.result.StartedBy = m.machine.StartedBy
 	attrs := []temporal.SearchAttributeUpdate{MachineUuidKey.ValueSet(m.machine.MachineUuid), MachineNameKey.ValueSet(m.machine.MachineName)}
 	if m.machine.RackUuid != "" {
 		attrs = append(attrs, RackUuidKey.ValueSet(m.machine.RackUuid))
@@ -296,7 +303,7 @@ func (m *migration) unquiesce(ctx workflow.Context) error {
 }
 
 func (m *migration) copy(ctx workflow.Context) error {
-	in := activities.CopyInput{SourceRegion: m.in.SourceRegion, TargetRegion: m.in.TargetRegion, Machine: m.machine.MachineUuid, Ticket: m.ticket}
+	in := activities.CopyInput{SourceRegion: m.in.SourceRegion, TargetRegion: m.in.TargetRegion, Machine: m.machine.MachineUuid, Ticket: m.ticket, Migration: m.id, StartedBy: m.machine.StartedBy}
 	var copied activities.CopyResult
 	if err := m.call(ctx, copyOptions, acts.ExportImport, in, &copied); err != nil {
 		return err

@@ -25,7 +25,7 @@ func TestMigrateMachineHappyPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.assertMigrated(false)
-	want := workflows.MigrateMachineResult{MachineUuid: u, MachineName: "birdy", TargetEndpoint: "https://west.example:5240", Jobs: 2, Profiles: 2}
+	want := workflows.MigrateMachineResult{MachineUuid: u, MachineName: "birdy", TargetEndpoint: "https://west.example:5240", Jobs: 2, Profiles: 2, StartedBy: "test-user"}
 	if res != want {
 		t.Errorf("result %+v, want %+v", res, want)
 	}

@@ -56,6 +56,9 @@ type TransferRackInput struct {
 	// to end (MigrateMachineInput.WaitForRunningJob): in-flight jobs drain, then fail the
 	// machine's migration.
 	WaitForRunningJob time.Duration
+	// Grant is the source region's rack grant for Rack and TargetRegion; every MigrateMachine
+	// child carries it (region/api/grants.go).
+	Grant string `json:",omitempty"`
 }
 
 // TransferRackResult describes a finished transfer.
@@ -176,7 +179,7 @@ type rackTransfer struct {
 }
 
 func (t *rackTransfer) input() activities.TransferInput {
-	return activities.TransferInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Rack: t.in.Rack}
+	return activities.TransferInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Rack: t.in.Rack, Grant: t.in.Grant}
 }
 
 func (t *rackTransfer) source() activities.RackRef {
@@ -233,7 +236,7 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 			next++
 			running++
 			f := workflow.ExecuteChildWorkflow(t.childContext(ctx, machine), MigrateMachine, MigrateMachineInput{
-				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.in.WaitForRunningJob,
+				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.in.WaitForRunningJob, Grant: t.in.Grant,
 			})
 			sel.AddFuture(f, func(f workflow.Future) {
 				running--

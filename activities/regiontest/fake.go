@@ -234,7 +234,7 @@ func (r *Region) GetJob(_ context.Context, key string) (api.Job, error) {
 }
 
 // DeleteMachine implements activities.Region.
-func (r *Region) DeleteMachine(_ context.Context, key string) error {
+func (r *Region) DeleteMachine(_ context.Context, key, _ string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.enter("DeleteMachine", key, true); err != nil {
@@ -448,4 +448,15 @@ func cloneJob(j api.Job) api.Job {
 		j.Meta = map[string]string{}
 	}
 	return j
+}
+
+// VerifyGrant implements activities.Region: the fake trusts every grant; inject a failure to
+// have it refused.
+func (r *Region) VerifyGrant(_ context.Context, req api.GrantCheck) (api.GrantClaims, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("VerifyGrant", req.Key, false); err != nil {
+		return api.GrantClaims{}, err
+	}
+	return api.GrantClaims{Kind: req.Kind, TargetRegion: req.TargetRegion, GrantedTo: "test-user"}, nil
 }

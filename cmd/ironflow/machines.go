@@ -34,7 +34,7 @@ var machines = noun[api.Machine]{
 }
 
 func newMachinesCommand() *cobra.Command {
-	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand())...)
+	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand())...)
 }
 
 func newMigrateTicketCommand() *cobra.Command {
@@ -73,7 +73,7 @@ type migrateOptions struct {
 
 // temporalStartExample is the same start as `machines migrate` with the official Temporal CLI.
 var temporalStartExample = fmt.Sprintf(
-	`temporal workflow start --task-queue %s --type %s --workflow-id %s --id-conflict-policy Fail --input '{"SourceRegion":"region-a","TargetRegion":"region-b","Machine":"Name:birdy"}'`,
+	`temporal workflow start --task-queue %s --type %s --workflow-id %s --id-conflict-policy Fail --input '{"SourceRegion":"region-a","TargetRegion":"region-b","Machine":"Name:birdy","Grant":"'"$(ironflow -E https://region-a:5240 machines migrateGrant Name:birdy --to region-b)"'"}'`,
 	workflows.TaskQueue, migrateMachineType, workflows.MigrateMachineID("<uuid>"))
 
 func newMigrateCommand() *cobra.Command {
@@ -146,6 +146,11 @@ func (o migrateOptions) run(cmd *cobra.Command, args []string) error {
 	if in.SourceRegion == in.TargetRegion {
 		return fmt.Errorf("machine %s is already on region %s", key, in.TargetRegion)
 	}
+	grant, err := grantFor(cmd, in.SourceRegion, api.GrantRequest{Kind: api.GrantMachine, Key: in.Machine, TargetRegion: in.TargetRegion})
+	if err != nil {
+		return err
+	}
+	in.Grant = grant.Token
 
 	tc, err := dialTemporal(cmd, cliLogger(cmd))
 	if err != nil {

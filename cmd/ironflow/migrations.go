@@ -155,6 +155,9 @@ func newMigrationsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := requireToken(cmd); err != nil {
+				return err
+			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
 				return err
@@ -249,6 +252,7 @@ func keyword(p *commonpb.Payload) string {
 // while one runs is refused, naming the running one.
 func startMigration(ctx context.Context, tc client.Client, key, machineUUID string, in workflows.MigrateMachineInput) (client.WorkflowRun, error) {
 	opts := workflows.MigrateMachineStartOptions(machineUUID)
+	opts.Memo = startedByMemo(in.Grant)
 	opts.TypedSearchAttributes = temporal.NewSearchAttributes(
 		workflows.MachineUuidKey.ValueSet(machineUUID),
 		workflows.SourceRegionKey.ValueSet(in.SourceRegion),

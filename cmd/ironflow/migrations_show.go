@@ -34,6 +34,9 @@ func newMigrationsShowCommand() *cobra.Command {
   ironflow migrations show bulk-migrate/nightly`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireToken(cmd); err != nil {
+				return err
+			}
 			id, err := runID(cmd, args[0])
 			if err != nil {
 				return err
@@ -213,6 +216,9 @@ func newMigrationsCancelCommand() *cobra.Command {
 			if info := desc.GetWorkflowExecutionInfo(); info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				return fmt.Errorf("migration %s already finished (%s at %s): there is nothing to cancel; see ironflow migrations show %s",
 					id, nameOfStatus(info.GetStatus()), cellTime(info.GetCloseTime().AsTime()), id)
+			}
+			if err := requireSourceOperator(cmd.Context(), cmd, tc, id); err != nil {
+				return err
 			}
 			if err := tc.CancelWorkflow(cmd.Context(), id, ""); err != nil {
 				return notFoundAsMigration(id, err)

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -51,7 +52,7 @@ func TestTicketFlowPrintsTheSeedLine(t *testing.T) {
 	if got := s.fake.ticketUsed(s.workflowID); got != claims.ID {
 		t.Errorf("import used ticket %q, want the printed one %q", got, claims.ID)
 	}
-	if got, want := s.source.seen(), []string{"GET /api/v1/info", "GET /api/v1/machines/Name:birdy"}; !slices.Equal(got, want) {
+	if got, want := s.source.seen(), []string{"GET /api/v1/info", "GET /api/v1/machines/Name:birdy", "POST /api/v1/migrate-grants"}; !slices.Equal(got, want) {
 		t.Errorf("source region saw %v, want %v", got, want)
 	}
 }
@@ -147,6 +148,10 @@ func TestMigrationLifecycle(t *testing.T) {
 		t.Fatalf("show of a running migration: %+v", d)
 	}
 	d.Input.SkipMachineDestroy = nil
+	if g, err := tickets.ParseGrant(d.Input.Grant); err != nil || g.Kind != api.GrantMachine || g.Subject != s.machine || g.TargetRegion != "region-b" {
+		t.Errorf("the migration carries grant %+v (%v), want one for machine %s to region-b", g, err, s.machine)
+	}
+	d.Input.Grant = ""
 	if *d.Input != wantInput {
 		t.Errorf("input %+v, want %+v", *d.Input, wantInput)
 	}
@@ -250,11 +255,15 @@ func TestBadMigrateInputStartsNothing(t *testing.T) {
 func TestHelpShowsTheTemporalCLIEquivalent(t *testing.T) {
 	s := newMigrationSetup(t)
 	code, help, _ := ironflow(t, "", "machines", "migrate", "--help")
-	const example = `temporal workflow start --task-queue ironflow --type MigrateMachine --workflow-id migrate-machine/<uuid> --id-conflict-policy Fail --input '{"SourceRegion":"region-a","TargetRegion":"region-b","Machine":"Name:birdy"}'`
+	const example = `temporal workflow start --task-queue ironflow --type MigrateMachine --workflow-id migrate-machine/<uuid> --id-conflict-policy Fail --input '{"SourceRegion":"region-a","TargetRegion":"region-b","Machine":"Name:birdy","Grant":"'"$(ironflow -E https://region-a:5240 machines migrateGrant Name:birdy --to region-b)"'"}'`
 	if code != 0 || !strings.Contains(help, example) {
 		t.Fatalf("help (exit %d) lacks %s:\n%s", code, example, help)
 	}
-	input := `{"SourceRegion":"region-a","TargetRegion":"region-b","Machine":"` + s.machine + `"}`
+	code, grant, stderr := ironflow(t, s.source.url, "machines", "migrateGrant", s.machine, "--to", "region-b")
+	if code != 0 || strings.Count(grant, "\n") != 1 {
+		t.Fatalf("migrateGrant: exit %d, %q, %s", code, grant, stderr)
+	}
+	input := `{"SourceRegion":"region-a","TargetRegion":"region-b","Machine":"` + s.machine + `","Grant":"` + strings.TrimSpace(grant) + `"}`
 	dec := json.NewDecoder(strings.NewReader(input))
 	dec.DisallowUnknownFields()
 	var in workflows.MigrateMachineInput
@@ -283,13 +292,16 @@ func TestHelpShowsTheTemporalCLIEquivalent(t *testing.T) {
 	}
 }
 
-// TestMigrateByUUIDNeedsNoRegion: with a machine UUID and --from, nothing is asked of the
-// -E region (here an address nobody listens on).
-func TestMigrateByUUIDNeedsNoRegion(t *testing.T) {
+// TestMigrateByUUIDAsksOnlyForAGrant: with a machine UUID and --from, the -E region (the
+// source) is only asked to authorise the move.
+func TestMigrateByUUIDAsksOnlyForAGrant(t *testing.T) {
 	s := newMigrationSetup(t)
-	code, out, stderr := ironflow(t, "http://127.0.0.1:1", "machines", "migrate", s.machine, "--from", "region-a", "--to", "region-b", "--wait", "-o", "table")
+	code, out, stderr := ironflow(t, s.source.url, "machines", "migrate", s.machine, "--from", "region-a", "--to", "region-b", "--wait", "-o", "table")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got := s.source.seen(); !slices.Equal(got, []string{"POST /api/v1/migrate-grants"}) {
+		t.Errorf("requests to the source: %v", got)
 	}
 	if !strings.Contains(out, "birdy") || !strings.Contains(out, "https://region-b.example:5240") || !strings.HasPrefix(out, "MACHINE") {
 		t.Errorf("result table:\n%s", out)

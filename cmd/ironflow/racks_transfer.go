@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -75,6 +76,11 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 		return fmt.Errorf("rack %s on region %s: %w", key, info.Name, err)
 	}
 	in := workflows.TransferRackInput{SourceRegion: info.Name, TargetRegion: o.to, Rack: rack.Uuid, Window: o.window, WaitForRunningJob: o.waitForJob}
+	grant, err := grantFor(cmd, info.Name, api.GrantRequest{Kind: api.GrantRack, Key: rack.Uuid, TargetRegion: o.to})
+	if err != nil {
+		return err
+	}
+	in.Grant = grant.Token
 	tc, err := dialTemporal(cmd, cliLogger(cmd))
 	if err != nil {
 		return err
@@ -112,6 +118,7 @@ func startTransfer(ctx context.Context, tc client.Client, name string, in workfl
 			workflows.SourceRegionKey.ValueSet(in.SourceRegion),
 			workflows.TargetRegionKey.ValueSet(in.TargetRegion),
 		),
+		Memo: startedByMemo(in.Grant),
 	}
 	run, err := tc.ExecuteWorkflow(ctx, opts, workflows.TransferRack, in)
 	var running *serviceerror.WorkflowExecutionAlreadyStarted

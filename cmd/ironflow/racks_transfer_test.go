@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -30,6 +31,7 @@ func rackRegion(t *testing.T) string {
 		}
 		answer(w, http.StatusNotFound, api.Error{Error: "rack " + r.PathValue("key") + " not found", Code: http.StatusNotFound})
 	})
+	grantRoutes(mux, "region-a")
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -92,6 +94,10 @@ func TestRacksTransferStartsTheWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: transferRackUUID, Window: 3, WaitForRunningJob: 10 * time.Minute}
+	if g, err := tickets.ParseGrant(in.Grant); err != nil || g.Kind != api.GrantRack || g.Subject != transferRackUUID {
+		t.Errorf("the transfer carries grant %+v (%v), want the rack's", g, err)
+	}
+	in.Grant = ""
 	if in != want {
 		t.Errorf("input %+v, want %+v", in, want)
 	}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -138,6 +139,9 @@ The regions are checked with the workers before anything starts.`,
 			if err := checkName(name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
+			if in.Grant, err = bulkGrant(cmd, in, 0); err != nil {
+				return err
+			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
 				return err
@@ -148,6 +152,7 @@ The regions are checked with the workers before anything starts.`,
 			}
 			opts := workflows.BulkMigrateStartOptions(name)
 			opts.TypedSearchAttributes = bulkSearchAttributes(in)
+			opts.Memo = startedByMemo(in.Grant)
 			run, err := tc.ExecuteWorkflow(cmd.Context(), opts, workflows.BulkMigrate, in)
 			var running *serviceerror.WorkflowExecutionAlreadyStarted
 			if errors.As(err, &running) {
@@ -278,6 +283,11 @@ prefixed with CRON_TZ=Zone; or one of @hourly, @daily, @weekly, @monthly, @every
 			}
 			in, err := o.input()
 			if err != nil {
+				return err
+			}
+			// A schedule starts runs long after this command: its grant lives as long as
+			// grants may, and schedule delete revokes it.
+			if in.Grant, err = bulkGrant(cmd, in, api.MaxGrantTTL); err != nil {
 				return err
 			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
@@ -461,10 +471,30 @@ func scheduleCommand(use, short, example string, do func(ctx context.Context, h 
 }
 
 func newScheduleDeleteCommand() *cobra.Command {
-	return scheduleCommand("delete", "Delete a bulk migration schedule; running bulk migrations go on",
+	var grant string
+	c := scheduleCommand("delete", "Delete a bulk migration schedule and revoke its grant; running bulk migrations go on",
 		"  ironflow migrations schedule delete nightly",
-		func(ctx context.Context, h client.ScheduleHandle) error { return h.Delete(ctx) },
+		func(ctx context.Context, h client.ScheduleHandle) error {
+			if desc, err := h.Describe(ctx); err == nil {
+				var in workflows.BulkMigrateInput
+				if p := desc.Memo.GetFields()[memoInput]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &in) == nil {
+					grant = in.Grant
+				}
+			}
+			return h.Delete(ctx)
+		},
 		"Deleted schedule %s")
+	run := c.RunE
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := run(cmd, args); err != nil {
+			return err
+		}
+		if grant != "" {
+			revokeScheduleGrant(cmd, grant)
+		}
+		return nil
+	}
+	return c
 }
 
 func newScheduleTriggerCommand() *cobra.Command {

@@ -64,6 +64,7 @@ func newBulkSetup(t *testing.T, known, unknown int) *bulkSetup {
 		t.Fatal(bulkNS.err)
 	}
 	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", bulkNamespace)
+	t.Setenv(envEndpoint, newTestRegion(t, "region-a").url) // the source grants the bulk migrations
 	tc, err := client.Dial(client.Options{HostPort: shared.server.Address, Namespace: bulkNamespace, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -210,6 +210,9 @@ func (f *fakeActivities) ValidateMigration(ctx context.Context, in activities.Va
 				fmt.Sprintf("region %q is not in this worker's regions file", region), activities.ErrUnknownRegion, nil)
 		}
 	}
+	if err := checkGrant(in); err != nil {
+		return activities.ValidateResult{}, err
+	}
 	f.mu.Lock()
 	name, ok := f.machines[in.Machine]
 	f.mu.Unlock()
@@ -330,6 +333,7 @@ func newTestRegion(t *testing.T, name string, machines ...api.Machine) *testRegi
 		}
 		answer(w, http.StatusOK, ticket)
 	})
+	grantRoutes(mux, name)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.requests = append(r.requests, req.Method+" "+req.URL.EscapedPath())
@@ -375,7 +379,7 @@ func newMigrationSetup(t *testing.T) *migrationSetup {
 	tc, fake := temporalEnv(t)
 	id := uuid.NewString()
 	fake.addMachine(id, "birdy")
-	return &migrationSetup{
+	s := &migrationSetup{
 		tc:         tc,
 		fake:       fake,
 		source:     newTestRegion(t, "region-a", api.Machine{Uuid: id, Name: "birdy", Runnable: true}),
@@ -383,6 +387,9 @@ func newMigrationSetup(t *testing.T) *migrationSetup {
 		machine:    id,
 		workflowID: workflows.MigrateMachineID(id),
 	}
+	// Without -E the commands ask the source: list, show and cancel check the caller there.
+	t.Setenv(envEndpoint, s.source.url)
+	return s
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes to it.

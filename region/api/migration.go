@@ -14,7 +14,8 @@ import "time"
 //	POST /api/v1/machines/{key}/finalize-migration    FinalizeRequest -> Machine (source: the locked stub of the seed)
 //	POST /api/v1/machines/{key}/restore-migration     -> Machine  (source: undo finalize from the snapshot; compensation)
 //	POST /api/v1/machines/{key}/activate              -> Machine  (destination: Runnable=true, Available=true)
-//	DELETE /api/v1/machines/{key}                     (destination compensation of import; source stub removal)
+//	DELETE /api/v1/machines/{key}?migration=ID        (destination compensation of import; source stub removal;
+//	                                                  a machine held by migration ID is refused with 409 without it)
 //
 // Calls for a stubbed machine (Meta.redirect-endpoint set) on the agent API are answered
 // 307 with Location on the destination and the JSON body Redirect.
@@ -51,6 +52,11 @@ type QuiesceRequest struct {
 type ImportRequest struct {
 	Ticket string `json:"Ticket"`
 	Bundle Bundle `json:"Bundle"`
+	// Migration is the workflow ID the import belongs to; it holds the inactive copy against
+	// deletion until the machine is activated (DELETE ...?migration= releases it).
+	Migration string `json:"Migration,omitempty"`
+	// StartedBy is who started the move (the grant's user), for the audit log.
+	StartedBy string `json:"StartedBy,omitempty"`
 }
 
 // FinalizeRequest turns the source record into a stub that redirects to the destination.

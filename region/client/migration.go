@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -45,7 +46,36 @@ func (c *Client) RestoreMigration(ctx context.Context, key string) (api.Machine,
 	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "restore-migration")
 }
 
+// DeleteForMigration deletes the machine at key for migration (a workflow ID), which may hold it.
+func (c *Client) DeleteForMigration(ctx context.Context, key, migration string) error {
+	path, err := keyPath(api.KindMachines, key)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, request{method: http.MethodDelete, path: path, query: url.Values{"migration": {migration}}})
+}
+
 // Activate makes the imported machine at key runnable and available on this (destination) region.
 func (c *Client) Activate(ctx context.Context, key string) (api.Machine, error) {
 	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "activate")
+}
+
+// IssueGrant asks this (source) region for a grant to start a move (region/api/grants.go).
+func (c *Client) IssueGrant(ctx context.Context, req api.GrantRequest) (api.Grant, error) {
+	return call[api.Grant](ctx, c, request{method: http.MethodPost, path: apiPath("migrate-grants"), in: req})
+}
+
+// VerifyGrant asks this (source) region whether a grant covers a move; it audits the move.
+func (c *Client) VerifyGrant(ctx context.Context, req api.GrantCheck) (api.GrantClaims, error) {
+	return call[api.GrantClaims](ctx, c, request{method: http.MethodPost, path: apiPath("migrate-grants", "verify"), in: req})
+}
+
+// RevokeGrant revokes a grant this region issued.
+func (c *Client) RevokeGrant(ctx context.Context, id string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: apiPath("migrate-grants", id)})
+}
+
+// Whoami returns the caller as this region sees it.
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	return call[api.Whoami](ctx, c, request{method: http.MethodGet, path: apiPath("whoami")})
 }

@@ -17,6 +17,9 @@ const (
 	paramLimit  = "limit"
 )
 
+// paramMigration names the migration a DELETE is made for (store.ForMigration).
+const paramMigration = "migration"
+
 func (s *Server) list(k kind) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *call) error {
 		opts, err := listOptions(r)
@@ -127,7 +130,9 @@ func (s *Server) remove(k kind) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := s.st.Delete(r.Context(), c.by, k.name, r.PathValue("key"), force); err != nil {
+		// A migration names itself to delete what it holds (store.ForMigration).
+		ctx := store.ForMigration(r.Context(), r.URL.Query().Get(paramMigration))
+		if err := s.st.Delete(ctx, c.by, k.name, r.PathValue("key"), force); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -145,6 +145,7 @@ func (s *Server) importMachine(w http.ResponseWriter, r *http.Request, _ *call) 
 	if err != nil {
 		return err
 	}
+	use.Migration, use.StartedBy = req.Migration, req.StartedBy
 	m, err := s.st.Import(r.Context(), use, req.Bundle, s.cfg.PublicURL)
 	if err != nil {
 		return err

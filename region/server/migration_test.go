@@ -171,11 +171,52 @@ func TestMigrationOverHTTP(t *testing.T) {
 	}
 	src.do(op, http.MethodPost, "/api/v1/machines/"+id+"/activate", nil).apiError(t, http.StatusConflict)
 
+	// Until activation the inactive copy is held by the migration that imported it.
+	msg = dst.do(api.RoleAdmin, http.MethodDelete, "/api/v1/machines/"+id+"?force=true", nil).apiError(t, http.StatusConflict)
+	if !strings.Contains(msg, "is held by migration the import of ticket "+ticket.ID) {
+		t.Fatalf("delete of the inactive copy: %s", msg)
+	}
 	m := into[api.Machine](t, dst.mustDo(op, http.MethodPost, "/api/v1/machines/"+id+"/activate", nil, http.StatusOK))
 	if !m.Runnable || !m.Available {
 		t.Fatalf("activated machine: Runnable %v Available %v", m.Runnable, m.Available)
 	}
-	src.mustDo(op, http.MethodDelete, "/api/v1/machines/"+id, nil, http.StatusNoContent)
+	// Activation completed the import: replaying its ticket with another Secret changes nothing,
+	// even once the machine is taken out of service.
+	dst.mustDo(op, http.MethodPatch, "/api/v1/machines/"+id, map[string]any{"Runnable": false}, http.StatusOK)
+	replay := bundle
+	replay.Machine.Secret = "replayed-secret"
+	msg = dst.do("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: ticket.Token, Bundle: replay}).apiError(t, http.StatusConflict)
+	if !strings.Contains(msg, "a ticket imports once") {
+		t.Fatalf("replayed ticket: %s", msg)
+	}
+	if got := into[api.Machine](t, dst.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/machines/"+id, nil, http.StatusOK)); got.Secret != bundle.Machine.Secret {
+		t.Fatalf("the replay changed the agent secret to %q", got.Secret)
+	}
+
+	// The stub keeps its snapshot: deleting it must name the migration that left it.
+	msg = src.do(api.RoleAdmin, http.MethodDelete, "/api/v1/machines/"+id+"?force=true", nil).apiError(t, http.StatusConflict)
+	if !strings.Contains(msg, "is held by migration "+migrationID) {
+		t.Fatalf("delete of the stub: %s", msg)
+	}
+	src.mustDo(op, http.MethodDelete, "/api/v1/machines/"+id+"?migration="+migrationID, nil, http.StatusNoContent)
+}
+
+// TestDeleteGuardOverHTTP: a quiesced machine cannot be deleted, even by an admin with force,
+// and the 409 names the migration (issue 10 item 1); naming it releases the hold.
+func TestDeleteGuardOverHTTP(t *testing.T) {
+	t.Parallel()
+	src, _ := seedRegions(t)
+	id := dev.SeedMachine
+	src.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/machines/"+id+"/quiesce", api.QuiesceRequest{Migration: migrationID}, http.StatusOK)
+	for _, q := range []string{"", "?force=true", "?migration=migrate-machine/other"} {
+		msg := src.do(api.RoleAdmin, http.MethodDelete, "/api/v1/machines/"+id+q, nil).apiError(t, http.StatusConflict)
+		if !strings.Contains(msg, "is held by migration "+migrationID) {
+			t.Fatalf("DELETE%s: %s", q, msg)
+		}
+	}
+	src.mustDo(api.RoleOperator, http.MethodGet, "/api/v1/machines/"+id, nil, http.StatusOK)
+	src.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/machines/"+id+"/unquiesce", nil, http.StatusOK)
+	src.mustDo(api.RoleOperator, http.MethodDelete, "/api/v1/machines/"+id, nil, http.StatusNoContent)
 }
 
 // TestMigrationCompensationsOverHTTP: restore and unquiesce give back the original machine.

@@ -101,6 +101,7 @@ func (s *Server) routes() {
 	s.rackRoutes()
 	s.transferRoutes()
 	s.migrationRoutes()
+	s.grantRoutes()
 	s.agentRoutes()
 	s.secretRoutes()
 	for _, k := range kinds {

@@ -23,7 +23,8 @@ var machines = newKind(kind[api.Machine]{
 	columns: func(m *api.Machine) []column {
 		return []column{{"uuid", m.Uuid}, {"name", m.Name}, {"pool", nullable(m.Pool)}}
 	},
-	validate: validateMachine,
+	validate:     validateMachine,
+	beforeDelete: refuseHeldDelete,
 	children: func(ctx context.Context, tx pgx.Tx, m *api.Machine) error {
 		if err := replaceRelation(ctx, tx, "machine_macs", "machine", "mac", m.Uuid, m.HardwareAddrs); err != nil {
 			return err

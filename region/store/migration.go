@@ -49,6 +49,10 @@ func (s *Store) TicketKey(ctx context.Context) ([]byte, error) {
 type TicketUse struct {
 	ID      string
 	Expires time.Time
+	// Migration is the workflow ID the importer says the import belongs to ("" when it does
+	// not say): it holds the inactive copy until the import completes (holds.go).
+	Migration string
+	StartedBy string // who started the move, for the import's audit event
 }
 
 // snapshot is a machine and its jobs as they were before a migration quiesced the machine.
@@ -329,8 +333,10 @@ func usedProfiles(ctx context.Context, q querier, names []string) ([]api.Profile
 //
 // The machine may replace only a record of the same UUID that is a migrated stub or an
 // inactive earlier import; another machine with its Name or a MAC is ErrConflict naming it.
-// A ticket spent on this same machine before is accepted again (the caller may have lost the
-// answer); any other reuse is ErrConflict. A failed import changes nothing.
+// A ticket spent on this same machine before is accepted again while that import is in
+// flight (the caller may have lost the answer): until the machine is activated here or its
+// copy deleted, which closes the ticket. Any other reuse, and any use of a closed ticket, is
+// ErrConflict. A failed import changes nothing.
 func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endpoint string) (api.Machine, error) {
 	if err := validURL("region", "public URL", endpoint); err != nil {
 		return api.Machine{}, err
@@ -376,7 +382,7 @@ func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endp
 			}
 		}
 		return recordEvent(ctx, tx, by, "import", api.KindMachines, m.Uuid,
-			map[string]any{"Ticket": ticket.ID, "Jobs": len(js), "ProfilesCreated": created})
+			map[string]any{"Ticket": ticket.ID, "Jobs": len(js), "ProfilesCreated": created, "Migration": ticket.Migration, "StartedBy": ticket.StartedBy})
 	})
 	if err != nil {
 		return api.Machine{}, err
@@ -450,9 +456,9 @@ func spendTicket(ctx context.Context, tx pgx.Tx, t TicketUse, machine string) (r
 	if t.ID == "" {
 		return false, invalidf("ticket has no ID")
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO tickets (jti, expires_at, used_at, machine) VALUES ($1, $2, now(), $3)
-		ON CONFLICT (jti) DO UPDATE SET used_at = now(), machine = excluded.machine WHERE tickets.used_at IS NULL`,
-		t.ID, t.Expires, machine)
+	tag, err := tx.Exec(ctx, `INSERT INTO tickets (jti, expires_at, used_at, machine, migration) VALUES ($1, $2, now(), $3, nullif($4, ''))
+		ON CONFLICT (jti) DO UPDATE SET used_at = now(), machine = excluded.machine, migration = excluded.migration WHERE tickets.used_at IS NULL`,
+		t.ID, t.Expires, machine, t.Migration)
 	if err != nil {
 		return false, err
 	}
@@ -460,9 +466,14 @@ func spendTicket(ctx context.Context, tx pgx.Tx, t TicketUse, machine string) (r
 		return false, nil
 	}
 	var usedAt time.Time
+	var closedAt *time.Time
 	var usedFor *string
-	if err := tx.QueryRow(ctx, "SELECT used_at, machine::text FROM tickets WHERE jti = $1", t.ID).Scan(&usedAt, &usedFor); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT used_at, closed_at, machine::text FROM tickets WHERE jti = $1 FOR UPDATE", t.ID).Scan(&usedAt, &closedAt, &usedFor); err != nil {
 		return false, err
+	}
+	if closedAt != nil {
+		return false, conflictf("ticket %s was spent at %s on an import that completed at %s; a ticket imports once",
+			t.ID, usedAt.UTC().Format(time.RFC3339), closedAt.UTC().Format(time.RFC3339))
 	}
 	if usedFor != nil && *usedFor == machine {
 		return true, nil
@@ -576,7 +587,7 @@ func importMachine(ctx context.Context, tx pgx.Tx, by Principal, ticket string, 
 	if !isStub(r.obj) || !r.obj.Locked {
 		earlier := reused
 		if !earlier && !r.obj.Runnable {
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tickets WHERE machine = $1::uuid AND jti <> $2)", m.Uuid, ticket).Scan(&earlier); err != nil {
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tickets WHERE machine = $1::uuid AND jti <> $2 AND closed_at IS NULL)", m.Uuid, ticket).Scan(&earlier); err != nil {
 				return nil, err
 			}
 		}
@@ -729,7 +740,7 @@ func (s *Store) Activate(ctx context.Context, by Principal, key string) (api.Mac
 		case m.Meta[api.MetaMigrating] != "":
 			return nil, conflictf("machine %s (%s) is quiesced by migration %s; unquiesce it instead", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
 		case m.Runnable && m.Available:
-			return nil, nil
+			return nil, closeTickets(ctx, tx, m.Uuid)
 		}
 		a, err := clone(m)
 		if err != nil {
@@ -738,6 +749,10 @@ func (s *Store) Activate(ctx context.Context, by Principal, key string) (api.Mac
 		a.Runnable, a.Available = true, true
 		stored, err := updateMachine(ctx, tx, by, r, a)
 		if err != nil {
+			return nil, err
+		}
+		// Activation completes the import: its ticket can never import again.
+		if err := closeTickets(ctx, tx, m.Uuid); err != nil {
 			return nil, err
 		}
 		return stored, recordEvent(ctx, tx, by, "activate", api.KindMachines, m.Uuid, map[string]any{})

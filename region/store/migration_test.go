@@ -238,10 +238,10 @@ func TestMigrationMatchesSeed(t *testing.T) {
 	wantErr(t, err, store.ErrConflict, "is a stub migrated to "+drp2)
 	// Once live, the destination copy may not be replaced, even with the ticket it came with.
 	_, err = dst.s.Import(ctx, ticketUse("t-1"), bundle, drp2)
-	wantErr(t, err, store.ErrConflict, "already exists on this region")
+	wantErr(t, err, store.ErrConflict, "a ticket imports once")
 
-	// Deleting the stub removes its snapshot with it.
-	if err := src.s.Delete(ctx, alice, api.KindMachines, id, false); err != nil {
+	// Deleting the stub, naming the migration that left it, removes its snapshot with it.
+	if err := src.s.Delete(store.ForMigration(ctx, migration), alice, api.KindMachines, id, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, src.s, "migration_snapshots"); n != 0 {
