@@ -29,6 +29,7 @@ type Region interface {
 	FinalizeMigration(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error)
 	RestoreMigration(ctx context.Context, key string) (api.Machine, error)
 	Activate(ctx context.Context, key string) (api.Machine, error)
+	RedirectCopy(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error)
 }
 
 // RegionResolver finds the Region client of a region by its name or its public URL.

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ironflow/ironflow/activities/esxi"
+	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -156,30 +157,13 @@ func (a *Activities) ESXiCleanup(ctx context.Context, in ESXiInput) error {
 	})
 }
 
-// heartbeatInterval keeps a running ESXi step heartbeating, so a cancelled workflow reaches it.
-const heartbeatInterval = 5 * time.Second
-
 // withRepointer builds the host's Repointer and runs op on it while heartbeating.
 func (a *Activities) withRepointer(ctx context.Context, in ESXiInput, op func(*esxi.Repointer) error) error {
 	r, err := a.repointer(ctx, in)
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		t := time.NewTicker(heartbeatInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	err = op(r)
+	err = heartbeat.While(ctx, func(context.Context) error { return op(r) })
 	switch {
 	case err == nil:
 		return nil
