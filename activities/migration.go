@@ -217,8 +217,9 @@ func (a *Activities) Quiesce(ctx context.Context, ref MachineRef) error {
 }
 
 // Unquiesce undoes Quiesce; it does nothing when this migration does not hold the machine.
+// A machine gone from the region is ErrMachineNotFound: there is nothing left to undo there.
 func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
-	r, m, err := a.machine(ctx, ref)
+	r, m, err := a.sourceMachine(ctx, ref)
 	if err != nil || m.Meta[api.MetaMigrating] != ref.Migration {
 		return err
 	}
@@ -332,8 +333,10 @@ func (a *Activities) FinalizeMigration(ctx context.Context, in FinalizeInput) er
 }
 
 // RestoreMigration undoes FinalizeMigration; it does nothing when the machine is not a stub.
+// A machine gone from the region is ErrMachineNotFound: the copy on the target may be its
+// last record.
 func (a *Activities) RestoreMigration(ctx context.Context, ref MachineRef) error {
-	r, m, err := a.machine(ctx, ref)
+	r, m, err := a.sourceMachine(ctx, ref)
 	if err != nil || m.Meta[api.MetaRedirectEndpoint] == "" {
 		return err
 	}
@@ -427,6 +430,16 @@ func (a *Activities) machine(ctx context.Context, ref MachineRef) (Region, api.M
 	// A 404 stays visible to isNotFound through the application error's cause: callers
 	// decide whether a missing machine means done or wrong.
 	return r, m, classify(err, "get machine %s on %s", ref.Machine, ref.Region)
+}
+
+// sourceMachine is machine for the undos on the source, where a missing machine is
+// ErrMachineNotFound: someone removed it during the migration.
+func (a *Activities) sourceMachine(ctx context.Context, ref MachineRef) (Region, api.Machine, error) {
+	r, m, err := a.machine(ctx, ref)
+	if isNotFound(err) {
+		return r, m, nonRetryable(ErrMachineNotFound, "machine %s is gone from %s, where migration %s left it", ref.Machine, ref.Region, ref.Migration)
+	}
+	return r, m, err
 }
 
 func (a *Activities) deleteMachine(ctx context.Context, r Region, ref MachineRef) error {

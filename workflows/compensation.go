@@ -175,7 +175,7 @@ func (c *Compensations) runOne(ctx workflow.Context, comp compensation) error {
 		}
 		err = fmt.Errorf("compensation %s: %w", comp.name, err)
 		workflow.GetLogger(ctx).Error("compensation failed", "compensation", comp.name, "attempt", attempt, "error", err)
-		if c.OnError != nil {
+		if c.OnError != nil && attempt <= compensationStuckAfter { // a stuck undo is not reported again and again
 			c.OnError(comp.name, err)
 		}
 		if !c.Retrying || (c.Stops != nil && c.Stops(err)) {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
@@ -35,58 +33,32 @@ var quietLogger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr
 
 var record = flag.Bool("record", false, "write the histories of the dev-server runs to testdata/ for the replay test")
 
-// devServer starts `bin/temporal server start-dev` on free loopback ports and returns a
-// client; the server is stopped (by its PID) when the test ends. The test is skipped when the
-// CLI has not been built (make bin/temporal).
+// devServer starts the Temporal dev server (dev/temporalserver) on free loopback ports and
+// returns a client; the server is stopped when the test ends. The test is skipped when the
+// CLI has not been built (make bin/temporal, or $IRONFLOW_TEMPORAL_CLI).
 func devServer(t *testing.T) client.Client {
 	t.Helper()
-	bin, err := filepath.Abs("../bin/temporal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
+	if _, err := temporalserver.FindCLI(); err != nil {
 		t.Skipf("Temporal CLI not built: %v", err)
 	}
-	port, uiPort := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", strconv.Itoa(port), "--ui-port", strconv.Itoa(uiPort), "--db-filename", "", "--log-level", "error")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for {
-		c, err := client.DialContext(ctx, client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietLogger})
-		if err == nil {
-			t.Cleanup(c.Close)
-			for range 2 { // the second registration finds them all and does nothing
-				if err := workers.RegisterSearchAttributes(ctx, c, "default"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return c
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("dev server did not come up: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := temporalserver.Start(ctx, temporalserver.Options{UIPort: -1, Headless: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(srv.Stop)
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for range 2 { // the second registration finds them all and does nothing
+		if err := workers.RegisterSearchAttributes(ctx, c, "default"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }
 
 // TestMigrateMachineOnDevServer runs the workflow on a real Temporal server, with the real

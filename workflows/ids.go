@@ -43,7 +43,11 @@ func MigrateMachineStartOptions(machineUUID string) client.StartWorkflowOptions 
 // are cancelled, never terminated, when their parent closes, so each one undoes its steps or
 // finishes its move; the parent waits for a cancelled child to do so.
 func startMigrateMachine(ctx workflow.Context, in MigrateMachineInput) workflow.ChildWorkflowFuture {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, migrateMachineChildOptions(in)), MigrateMachine, in)
+}
+
+func migrateMachineChildOptions(in MigrateMachineInput) workflow.ChildWorkflowOptions {
+	return workflow.ChildWorkflowOptions{
 		WorkflowID:            MigrateMachineID(in.Machine),
 		TaskQueue:             TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -51,6 +55,5 @@ func startMigrateMachine(ctx workflow.Context, in MigrateMachineInput) workflow.
 		WaitForCancellation:   true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			MachineUuidKey.ValueSet(in.Machine), SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)),
-	})
-	return workflow.ExecuteChildWorkflow(cctx, MigrateMachine, in)
+	}
 }

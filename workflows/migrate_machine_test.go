@@ -380,7 +380,7 @@ func TestMigrateMachineCompensationRetriesUntilItSucceeds(t *testing.T) {
 	if waited := f.env.Now().Sub(start); waited < 7*time.Minute+30*time.Second {
 		t.Errorf("the retries took %s of workflow time, want the backoff's 7m30s at least", waited)
 	}
-	if p := f.progress(); p.Phase != workflows.PhaseFailed || len(p.Errors) != 5 || !strings.HasPrefix(p.Errors[1], "compensation delete-imported-copy: ") {
+	if p := f.progress(); p.Phase != workflows.PhaseFailed || len(p.Errors) != 4 || !strings.HasPrefix(p.Errors[1], "compensation delete-imported-copy: ") {
 		t.Errorf("progress %+v", p)
 	}
 }

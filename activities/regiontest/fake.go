@@ -244,12 +244,24 @@ func (r *Region) DeleteMachine(_ context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	delete(r.machines, m.Uuid)
-	delete(r.snapshots, m.Uuid)
-	for _, j := range r.jobsOf(m.Uuid) {
+	r.remove(m.Uuid)
+	return nil
+}
+
+// Delete removes a machine, its snapshot and its jobs without going through the API (as a
+// DELETE in the region's database would).
+func (r *Region) Delete(uuid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.remove(uuid)
+}
+
+func (r *Region) remove(uuid string) {
+	delete(r.machines, uuid)
+	delete(r.snapshots, uuid)
+	for _, j := range r.jobsOf(uuid) {
 		delete(r.jobs, j.Uuid)
 	}
-	return nil
 }
 
 // MintTicket implements activities.Region.
