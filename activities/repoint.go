@@ -132,6 +132,15 @@ func (a *Activities) ESXiRewriteAgentConfig(ctx context.Context, in ESXiRewriteI
 // When the agent that should run it is gone, the temporary key itself logs in to do it: no
 // temporary key may outlive the migration. Without a stored key there is nothing to undo.
 func (a *Activities) ESXiCleanup(ctx context.Context, in ESXiInput) error {
+	// Checked before connecting: a host Prepare never changed may be one this worker cannot
+	// reach at all (wrong host key, no login), and its undo must not fail for ever.
+	if region, err := a.Regions.Region(in.Region); err == nil {
+		if hr, ok := region.(HostRegion); ok {
+			if _, found, err := (regionSecrets{region: hr}).GetSecretParam(ctx, in.Machine, esxi.SecretParamPrivateKey); err == nil && !found {
+				return nil
+			}
+		}
+	}
 	return a.withRepointer(ctx, in, func(r *esxi.Repointer) error {
 		err := r.Cleanup(ctx)
 		if !errors.Is(err, errAgentAway) {

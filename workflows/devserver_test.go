@@ -63,8 +63,8 @@ func devServer(t *testing.T) client.Client {
 
 // TestMigrateMachineOnDevServer runs the workflow on a real Temporal server, with the real
 // worker wiring and activities over fake regions: a migration of a machine with an agent that
-// ends with the stub deleted, and one whose activation is refused and is compensated. With
-// -record it writes both histories for TestReplayRecordedHistories.
+// ends with the stub deleted, and one whose activation is refused, checked and compensated.
+// With -record it writes both histories for TestReplayRecordedHistories.
 func TestMigrateMachineOnDevServer(t *testing.T) {
 	c := devServer(t)
 	tests := []struct {
@@ -108,8 +108,8 @@ func TestMigrateMachineOnDevServer(t *testing.T) {
 			if (err != nil) != tt.failActive {
 				t.Fatalf("workflow error: %v", err)
 			}
-			if _, ok := west.Machine(birdyUUID); ok != tt.wantOnWest {
-				t.Errorf("machine on west: %v, want %v", ok, tt.wantOnWest)
+			if m, ok := west.Machine(birdyUUID); (ok && !isStubTo(m, "https://east.example:5240")) != tt.wantOnWest {
+				t.Errorf("machine on west: %+v (present %v), want it there: %v", m, ok, tt.wantOnWest)
 			}
 			v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
 			if err != nil {
@@ -127,14 +127,15 @@ func TestMigrateMachineOnDevServer(t *testing.T) {
 				t.Errorf("MigrationPhase search attribute %s, want %q", phase, tt.wantPhase)
 			}
 			if *record {
-				writeHistory(ctx, t, c, run, filepath.Join("testdata", tt.name+".json"))
+				// Histories recorded before keep-promise keep their names: they must still replay.
+				writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_"+tt.name+".json"))
 			}
 		})
 	}
 }
 
 // On a real server a second migration of a running machine is refused, and cancelling the
-// running one compensates every step.
+// running one compensates every step. With -record it writes the cancelled run's history.
 func TestMigrateMachineOnDevServerRefusesSecondAndCancels(t *testing.T) {
 	c := devServer(t)
 	journal := &regiontest.Journal{}
@@ -172,9 +173,17 @@ func TestMigrateMachineOnDevServerRefusesSecondAndCancels(t *testing.T) {
 	if !reflect.DeepEqual(got, m) {
 		t.Errorf("source after cancel:\n got %+v\nwant %+v", got, m)
 	}
-	if _, ok := west.Machine(birdyUUID); ok {
-		t.Error("target still holds the machine after cancel")
+	if m, ok := west.Machine(birdyUUID); ok && !isStubTo(m, "https://east.example:5240") {
+		t.Errorf("target holds %+v after cancel, want nothing or a stub sending the agent back", m)
 	}
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_migrate_machine_cancel_history.json"))
+	}
+}
+
+// isStubTo reports a locked stub redirecting to endpoint.
+func isStubTo(m api.Machine, endpoint string) bool {
+	return m.Locked && !m.Runnable && m.Meta[api.MetaRedirectEndpoint] == endpoint
 }
 
 func waitForPhase(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, phase string) {
