@@ -190,6 +190,17 @@ func (m *migration) activationFailed(ctx workflow.Context, err error) (done bool
 	return false, ferr
 }
 
+// RedactedTicket replaces a ticket in a shown input.
+const RedactedTicket = "[redacted]"
+
+// Redacted is in without its ticket, for showing it.
+func (in MigrateMachineInput) Redacted() MigrateMachineInput {
+	if in.Ticket != "" {
+		in.Ticket = RedactedTicket
+	}
+	return in
+}
+
 func (in MigrateMachineInput) check() error {
 	var problems []error
 	if in.SourceRegion == "" {
@@ -506,6 +517,9 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	cancelled := temporal.IsCanceledError(err) || errors.Is(ctx.Err(), workflow.ErrCanceled)
+	if temporal.IsCanceledError(err) {
+		err = temporal.NewCanceledError() // a step waited for on cancel wraps it
+	}
 	m.progress.Errors = append(m.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
 	if phase == PhaseActivating && !m.activated {
 		// Every step before activation succeeded: the pending compensations are the undos

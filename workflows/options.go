@@ -75,9 +75,11 @@ var (
 
 // waitedForOnCancel is o for a step that changes state and may outlast a request: it
 // heartbeats (package activities/heartbeat), so a cancel reaches it, and the workflow waits
-// for it to stop before it undoes anything.
+// for it to stop before it undoes anything. A cancel reaches the activity with the answer
+// to a heartbeat, which the SDK sends at most every 0.8 HeartbeatTimeout: the timeout is
+// short so a cancel takes seconds.
 func waitedForOnCancel(o workflow.ActivityOptions) workflow.ActivityOptions {
-	o.HeartbeatTimeout = time.Minute
+	o.HeartbeatTimeout = 10 * time.Second
 	o.WaitForCancellation = true
 	return o
 }

@@ -350,6 +350,9 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	cancelled := temporal.IsCanceledError(err) || errors.Is(ctx.Err(), workflow.ErrCanceled)
+	if temporal.IsCanceledError(err) {
+		err = temporal.NewCanceledError() // a step waited for on cancel wraps it
+	}
 	t.progress.Errors = append(t.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
 	if t.comps.Len() > 0 {
 		if compErr := t.comps.Run(ctx); compErr != nil {

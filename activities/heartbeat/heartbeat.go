@@ -10,8 +10,9 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// Interval is how often While heartbeats: well below the HeartbeatTimeout the workflows set.
-const Interval = 5 * time.Second
+// Interval is how often While heartbeats: well below the HeartbeatTimeout the workflows set
+// (10s for the steps waited for on cancel).
+const Interval = 2 * time.Second
 
 // While runs op, heartbeating every Interval until it returns. op gets ctx, which is
 // cancelled when the workflow cancels the activity.

@@ -267,6 +267,7 @@ func showMigration(ctx context.Context, tc client.Client, id string, warn io.Wri
 	if err != nil {
 		return d, err
 	}
+	in = in.Redacted() // a user's ticket may still be unspent
 	d.Input = &in
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		p, err := queryAs[workflows.Progress](ctx, tc, id, d.RunID)
