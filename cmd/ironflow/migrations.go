@@ -121,7 +121,7 @@ func newMigrationsCommand() *cobra.Command {
 		Short: "List, show and cancel machine migrations (Temporal workflows)",
 	}
 	addTemporalFlags(c)
-	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand())
+	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand(), newMigrationsCompensationCommand())
 	c.AddCommand(newBulkMigrationCommands()...)
 	return c
 }
