@@ -2,11 +2,14 @@ package workflows_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
@@ -56,5 +59,35 @@ func TestMigrateMachineSourceDeletedKeepsLastCopy(t *testing.T) {
 	}
 	if got := len(f.west.Jobs(u)); got != 2 {
 		t.Errorf("target has %d jobs, want 2", got)
+	}
+}
+
+// Item 8 of issue 10: no ticket minted by the workflow enters history: no MintTicket result,
+// and the copy's input carries none (ExportImport mints it on the target itself).
+func TestMigrateMachineTicketNeverInHistory(t *testing.T) {
+	f := newFixture(t)
+	var copyInputs []activities.CopyInput
+	f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		f.activities = append(f.activities, info.ActivityType.Name)
+		if info.ActivityType.Name == "ExportImport" {
+			var in activities.CopyInput
+			if err := args.Get(&in); err != nil {
+				t.Error(err)
+			}
+			copyInputs = append(copyInputs, in)
+		}
+	})
+	if _, err := f.run(input()); err != nil {
+		t.Fatal(err)
+	}
+	f.assertMigrated(false)
+	if slices.Contains(f.activities, "MintTicket") {
+		t.Errorf("activities %v: the workflow minted a ticket", f.activities)
+	}
+	if len(copyInputs) != 1 || copyInputs[0].Ticket != "" {
+		t.Errorf("copy inputs %+v, want one without a ticket", copyInputs)
+	}
+	if got := f.journal.Calls(); !slices.Contains(got, "west MintTicket") {
+		t.Errorf("region calls %v: the copy did not mint its ticket on the target", got)
 	}
 }

@@ -15,8 +15,12 @@ import (
 const Interval = 2 * time.Second
 
 // While runs op, heartbeating every Interval until it returns. op gets ctx, which is
-// cancelled when the workflow cancels the activity.
+// cancelled when the workflow cancels the activity. Outside an activity (a direct call) it
+// just runs op.
 func While(ctx context.Context, op func(context.Context) error) error {
+	if !activity.IsActivity(ctx) {
+		return op(ctx)
+	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
