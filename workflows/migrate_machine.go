@@ -143,6 +143,10 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 	steps := m.plan()
 	m.progress.StepsTotal += len(steps)
 	for _, s := range steps {
+		if m.promise && ctx.Err() != nil {
+			// Cancelled while the last step ran (and was waited for): the next one never starts.
+			return m.fail(ctx, s.phase, temporal.NewCanceledError())
+		}
 		if err := m.setPhase(ctx, s.phase); err != nil {
 			return m.fail(ctx, s.phase, err)
 		}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
@@ -156,4 +158,94 @@ func TestBulkMigrateFailuresAcrossContinueAsNewOnDevServer(t *testing.T) {
 		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), firstRunID), filepath.Join(bulkHistoryDir, "keep_promise_bulk_failures_continued_as_new_history.json"))
 		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), lastRunID), filepath.Join(bulkHistoryDir, "keep_promise_bulk_failures_continuation_history.json"))
 	}
+}
+
+// slowImport is a region whose Import waits for release (the import in flight when the
+// migration is cancelled), and lands anyway.
+type slowImport struct {
+	*regiontest.Region
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *slowImport) Import(ctx context.Context, req api.ImportRequest) (api.Machine, error) {
+	close(r.started)
+	<-r.release
+	return r.Region.Import(context.WithoutCancel(ctx), req)
+}
+
+// Item 4 of issue 10, on a real server: a cancel during the copy waits for the copy to stop
+// (the activity heartbeats and is waited for) before the undo runs, so the undo removes what
+// the import left instead of running beside it and leaving an orphan copy on the target.
+func TestMigrateMachineCancelDuringCopyOnDevServer(t *testing.T) {
+	c := devServer(t)
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := &slowImport{Region: regiontest.New("west", "https://west.example:5240", journal), started: make(chan struct{}), release: make(chan struct{})}
+	east.Put(birdy())
+	east.PutJobs(birdyJobs(api.JobFinished)...)
+	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
+		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
+	}, func(rc activities.RegionConfig) activities.Region {
+		if rc.URL == "https://west.example:5240" {
+			return west
+		}
+		return east
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: resolver})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-west.started
+	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	// The workflow asks the copy to stop in the same workflow task as it would schedule the
+	// undo without waiting: once the request is in history, no undo may be there yet.
+	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
+		time.Sleep(20 * time.Millisecond) // polling the history for the request
+	}
+	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "UndoCopy") {
+		t.Error("the undo of the copy was scheduled while the copy still ran")
+	}
+	close(west.release)
+	if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
+		t.Fatalf("workflow error %v, want a cancelled migration", err)
+	}
+	if m, ok := west.Machine(birdyUUID); ok {
+		t.Errorf("the target holds %+v after the cancelled copy: an orphan copy", m)
+	}
+	if m, _ := east.Machine(birdyUUID); !m.Runnable {
+		t.Errorf("source not unquiesced: %+v", m)
+	}
+}
+
+// historyHas reports whether run's history has an event of type typ (for a scheduled
+// activity: of activity type activity).
+func historyHas(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, typ enums.EventType, activity string) bool {
+	t.Helper()
+	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.GetEventType() != typ {
+			continue
+		}
+		if activity == "" || e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activity {
+			return true
+		}
+	}
+	return false
 }

@@ -134,6 +134,10 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 		{phase: PhaseReleasing, do: t.release},
 	}
 	for _, s := range steps {
+		if t.promise && ctx.Err() != nil {
+			// Cancelled while the last step ran (and was waited for): the next one never starts.
+			return t.fail(ctx, s.phase, temporal.NewCanceledError())
+		}
 		if err := t.setPhase(ctx, s.phase); err != nil {
 			return t.fail(ctx, s.phase, err)
 		}
