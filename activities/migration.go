@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -48,6 +50,7 @@ type ValidateResult struct {
 	MachineName    string
 	RackUuid       string
 	TargetEndpoint string // public URL of the destination region
+	SourceEndpoint string // public URL of the source region (empty in runs recorded before it)
 	RunningJob     string // UUID of a job running on the source, "" when none
 	Repoint        RepointMethod
 	AgentLastSeen  string // Meta.agent-last-seen before the migration; a newer value means the agent moved
@@ -72,7 +75,7 @@ func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (V
 	if srcInfo.Uuid != "" && srcInfo.Uuid == dstInfo.Uuid {
 		return res, nonRetryable(ErrRegionMismatch, "regions %q and %q are the same region (uuid %s)", in.SourceRegion, in.TargetRegion, srcInfo.Uuid)
 	}
-	res.TargetEndpoint = dstInfo.URL
+	res.TargetEndpoint, res.SourceEndpoint = dstInfo.URL, srcInfo.URL
 
 	home, homeName := src, in.SourceRegion
 	if in.AgentOnly {
@@ -139,7 +142,9 @@ func checkMigratable(m api.Machine, in ValidateInput) error {
 	case m.WorkOrderMode:
 		return nonRetryable(ErrWorkOrderMode, "machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
 	case m.Meta[api.MetaRedirectEndpoint] != "":
-		return nonRetryable(ErrAlreadyMigrated, "machine %s (%s) on %s is a stub already migrated to %s", m.Name, m.Uuid, in.SourceRegion, m.Meta[api.MetaRedirectEndpoint])
+		// The detail is where it went, so a caller can tell a machine already on its target.
+		to := m.Meta[api.MetaRedirectEndpoint]
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("machine %s (%s) on %s is a stub already migrated to %s", m.Name, m.Uuid, in.SourceRegion, to), ErrAlreadyMigrated, nil, to)
 	case m.Meta[api.MetaMigrating] != "" && m.Meta[api.MetaMigrating] != in.Migration:
 		return nonRetryable(ErrAlreadyMigrating, "machine %s (%s) is already being migrated by %s", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
 	}
@@ -179,12 +184,17 @@ func checkConflicts(ctx context.Context, dst Region, m api.Machine, target strin
 }
 
 // MintTicket mints a single-use import ticket on the target region and returns its token.
-// The ticket is short-lived and single-use, so it may sit in workflow history.
+// Only runs recorded before ExportImport minted its own ticket call it: its result puts the
+// ticket in workflow history.
 func (a *Activities) MintTicket(ctx context.Context, targetRegion string) (string, error) {
 	dst, err := a.Regions.Region(targetRegion)
 	if err != nil {
 		return "", err
 	}
+	return mintTicket(ctx, dst, targetRegion)
+}
+
+func mintTicket(ctx context.Context, dst Region, targetRegion string) (string, error) {
 	t, err := dst.MintTicket(ctx, api.TicketRequest{})
 	if err != nil {
 		return "", classify(err, "mint a migrate ticket on %s", targetRegion)
@@ -217,8 +227,9 @@ func (a *Activities) Quiesce(ctx context.Context, ref MachineRef) error {
 }
 
 // Unquiesce undoes Quiesce; it does nothing when this migration does not hold the machine.
+// A machine gone from the region is ErrMachineNotFound: there is nothing left to undo there.
 func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
-	r, m, err := a.machine(ctx, ref)
+	r, m, err := a.sourceMachine(ctx, ref)
 	if err != nil || m.Meta[api.MetaMigrating] != ref.Migration {
 		return err
 	}
@@ -231,9 +242,11 @@ type CopyInput struct {
 	SourceRegion string
 	TargetRegion string
 	Machine      string // UUID
-	Ticket       string
-	Migration    string // workflow ID; it holds the imported copy on the target until activation
-	StartedBy    string // who started the move, for the target's audit log
+	// Ticket is a ticket the user minted on the target; empty: ExportImport mints one there
+	// itself, so no ticket enters workflow history.
+	Ticket    string
+	Migration string // workflow ID; it holds the imported copy on the target until activation
+	StartedBy string // who started the move, for the target's audit log
 }
 
 // CopyResult counts what was copied.
@@ -243,11 +256,22 @@ type CopyResult struct {
 }
 
 // ExportImport exports the machine's bundle from the source and imports it, inactive, into
-// the target, inside one activity so the bundle never enters workflow history. Validation
-// made sure the target had no machine with this UUID but the locked stub of an earlier
-// migration, which the import replaces; any other inactive copy found there is the result
-// of an earlier attempt of this activity and is kept.
+// the target, inside one activity so the bundle and the ticket never enter workflow history.
+// Validation made sure the target had no machine with this UUID but the locked stub of an
+// earlier migration, which the import replaces; any other inactive copy found there is the
+// result of an earlier attempt of this activity and is kept. It heartbeats while it runs, so
+// a cancelled workflow stops it and waits for it before undoing the copy.
 func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult, error) {
+	var res CopyResult
+	err := heartbeat.While(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = a.exportImport(ctx, in)
+		return err
+	})
+	return res, err
+}
+
+func (a *Activities) exportImport(ctx context.Context, in CopyInput) (CopyResult, error) {
 	src, err := a.Regions.Region(in.SourceRegion)
 	if err != nil {
 		return CopyResult{}, err
@@ -272,7 +296,13 @@ func (a *Activities) ExportImport(ctx context.Context, in CopyInput) (CopyResult
 	case !isNotFound(err):
 		return res, classify(err, "look up machine %s on %s", in.Machine, in.TargetRegion)
 	}
-	if _, err := dst.Import(ctx, api.ImportRequest{Ticket: in.Ticket, Bundle: bundle, Migration: in.Migration, StartedBy: in.StartedBy}); err != nil {
+	ticket := in.Ticket
+	if ticket == "" {
+		if ticket, err = mintTicket(ctx, dst, in.TargetRegion); err != nil {
+			return res, err
+		}
+	}
+	if _, err := dst.Import(ctx, api.ImportRequest{Ticket: ticket, Bundle: bundle, Migration: in.Migration, StartedBy: in.StartedBy}); err != nil {
 		return res, classify(err, "region %s refused the import of machine %s", in.TargetRegion, in.Machine)
 	}
 	return res, nil
@@ -315,8 +345,10 @@ func (a *Activities) FinalizeMigration(ctx context.Context, in FinalizeInput) er
 }
 
 // RestoreMigration undoes FinalizeMigration; it does nothing when the machine is not a stub.
+// A machine gone from the region is ErrMachineNotFound: the copy on the target may be its
+// last record.
 func (a *Activities) RestoreMigration(ctx context.Context, ref MachineRef) error {
-	r, m, err := a.machine(ctx, ref)
+	r, m, err := a.sourceMachine(ctx, ref)
 	if err != nil || m.Meta[api.MetaRedirectEndpoint] == "" {
 		return err
 	}
@@ -410,6 +442,16 @@ func (a *Activities) machine(ctx context.Context, ref MachineRef) (Region, api.M
 	// A 404 stays visible to isNotFound through the application error's cause: callers
 	// decide whether a missing machine means done or wrong.
 	return r, m, classify(err, "get machine %s on %s", ref.Machine, ref.Region)
+}
+
+// sourceMachine is machine for the undos on the source, where a missing machine is
+// ErrMachineNotFound: someone removed it during the migration.
+func (a *Activities) sourceMachine(ctx context.Context, ref MachineRef) (Region, api.Machine, error) {
+	r, m, err := a.machine(ctx, ref)
+	if isNotFound(err) {
+		return r, m, nonRetryable(ErrMachineNotFound, "machine %s is gone from %s, where migration %s left it", ref.Machine, ref.Region, ref.Migration)
+	}
+	return r, m, err
 }
 
 func (a *Activities) deleteMachine(ctx context.Context, r Region, ref MachineRef) error {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ironflow/ironflow/activities/esxi"
+	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -131,6 +132,15 @@ func (a *Activities) ESXiRewriteAgentConfig(ctx context.Context, in ESXiRewriteI
 // When the agent that should run it is gone, the temporary key itself logs in to do it: no
 // temporary key may outlive the migration. Without a stored key there is nothing to undo.
 func (a *Activities) ESXiCleanup(ctx context.Context, in ESXiInput) error {
+	// Checked before connecting: a host Prepare never changed may be one this worker cannot
+	// reach at all (wrong host key, no login), and its undo must not fail for ever.
+	if region, err := a.Regions.Region(in.Region); err == nil {
+		if hr, ok := region.(HostRegion); ok {
+			if _, found, err := (regionSecrets{region: hr}).GetSecretParam(ctx, in.Machine, esxi.SecretParamPrivateKey); err == nil && !found {
+				return nil
+			}
+		}
+	}
 	return a.withRepointer(ctx, in, func(r *esxi.Repointer) error {
 		err := r.Cleanup(ctx)
 		if !errors.Is(err, errAgentAway) {
@@ -156,30 +166,13 @@ func (a *Activities) ESXiCleanup(ctx context.Context, in ESXiInput) error {
 	})
 }
 
-// heartbeatInterval keeps a running ESXi step heartbeating, so a cancelled workflow reaches it.
-const heartbeatInterval = 5 * time.Second
-
 // withRepointer builds the host's Repointer and runs op on it while heartbeating.
 func (a *Activities) withRepointer(ctx context.Context, in ESXiInput, op func(*esxi.Repointer) error) error {
 	r, err := a.repointer(ctx, in)
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		t := time.NewTicker(heartbeatInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	err = op(r)
+	err = heartbeat.While(ctx, func(context.Context) error { return op(r) })
 	switch {
 	case err == nil:
 		return nil

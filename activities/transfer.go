@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -166,8 +167,19 @@ func (a *Activities) UnpauseRack(ctx context.Context, ref RackRef) error {
 }
 
 // CopyRack exports the rack's network, pods and leases from the source and imports them
-// into the target (idempotent upserts by UUID; the rack arrives paused there).
+// into the target (idempotent upserts by UUID; the rack arrives paused there). It heartbeats
+// while it runs, so a cancelled transfer waits for it before undoing the copy.
 func (a *Activities) CopyRack(ctx context.Context, in TransferInput) (api.RackImport, error) {
+	var res api.RackImport
+	err := heartbeat.While(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = a.copyRack(ctx, in)
+		return err
+	})
+	return res, err
+}
+
+func (a *Activities) copyRack(ctx context.Context, in TransferInput) (api.RackImport, error) {
 	src, err := a.rackRegion(in.SourceRegion)
 	if err != nil {
 		return api.RackImport{}, err

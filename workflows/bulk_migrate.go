@@ -230,18 +230,8 @@ func runWindowed(ctx workflow.Context, items []string, window int, start func(wo
 // start starts the MigrateMachine child of one machine; it counts as running until
 // migrate's done sees it end.
 func (b *bulkMigration) start(ctx workflow.Context, machine string) workflow.Future {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            MigrateMachineID(machine),
-		TaskQueue:             TaskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		// Children end with their parent, undoing their steps, and the parent waits for that.
-		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-		WaitForCancellation: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			MachineUuidKey.ValueSet(machine), SourceRegionKey.ValueSet(b.in.SourceRegion), TargetRegionKey.ValueSet(b.in.TargetRegion)),
-	})
 	b.running++
-	return workflow.ExecuteChildWorkflow(cctx, MigrateMachine, MigrateMachineInput{
+	return startMigrateMachine(ctx, MigrateMachineInput{
 		SourceRegion:       b.in.SourceRegion,
 		TargetRegion:       b.in.TargetRegion,
 		Machine:            machine,

@@ -25,6 +25,8 @@ import (
 type fakeChildren struct {
 	duration func(machine string) time.Duration
 	fail     map[string]bool
+	// migratedTo names machines found already migrated (a stub redirecting to the URL).
+	migratedTo map[string]string
 
 	mu         sync.Mutex
 	running    int
@@ -51,6 +53,9 @@ func (c *fakeChildren) migrate(ctx workflow.Context, in workflows.MigrateMachine
 		c.canceled = append(c.canceled, in.Machine)
 		c.mu.Unlock()
 		return workflows.MigrateMachineResult{}, err
+	}
+	if to, ok := c.migratedTo[in.Machine]; ok {
+		return workflows.MigrateMachineResult{}, temporal.NewNonRetryableApplicationError("machine "+in.Machine+" is a stub already migrated to "+to, activities.ErrAlreadyMigrated, nil, to)
 	}
 	if c.fail[in.Machine] {
 		return workflows.MigrateMachineResult{}, temporal.NewNonRetryableApplicationError("machine "+in.Machine+" refused by the target", activities.ErrDestinationConflict, nil)

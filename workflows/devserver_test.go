@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
@@ -35,64 +33,38 @@ var quietLogger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr
 
 var record = flag.Bool("record", false, "write the histories of the dev-server runs to testdata/ for the replay test")
 
-// devServer starts `bin/temporal server start-dev` on free loopback ports and returns a
-// client; the server is stopped (by its PID) when the test ends. The test is skipped when the
-// CLI has not been built (make bin/temporal).
+// devServer starts the Temporal dev server (dev/temporalserver) on free loopback ports and
+// returns a client; the server is stopped when the test ends. The test is skipped when the
+// CLI has not been built (make bin/temporal, or $IRONFLOW_TEMPORAL_CLI).
 func devServer(t *testing.T) client.Client {
 	t.Helper()
-	bin, err := filepath.Abs("../bin/temporal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
+	if _, err := temporalserver.FindCLI(); err != nil {
 		t.Skipf("Temporal CLI not built: %v", err)
 	}
-	port, uiPort := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", strconv.Itoa(port), "--ui-port", strconv.Itoa(uiPort), "--db-filename", "", "--log-level", "error")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for {
-		c, err := client.DialContext(ctx, client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietLogger})
-		if err == nil {
-			t.Cleanup(c.Close)
-			for range 2 { // the second registration finds them all and does nothing
-				if err := workers.RegisterSearchAttributes(ctx, c, "default"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return c
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("dev server did not come up: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := temporalserver.Start(ctx, temporalserver.Options{UIPort: -1, Headless: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(srv.Stop)
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for range 2 { // the second registration finds them all and does nothing
+		if err := workers.RegisterSearchAttributes(ctx, c, "default"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }
 
 // TestMigrateMachineOnDevServer runs the workflow on a real Temporal server, with the real
 // worker wiring and activities over fake regions: a migration of a machine with an agent that
-// ends with the stub deleted, and one whose activation is refused and is compensated. With
-// -record it writes both histories for TestReplayRecordedHistories.
+// ends with the stub deleted, and one whose activation is refused, checked and compensated.
+// With -record it writes both histories for TestReplayRecordedHistories.
 func TestMigrateMachineOnDevServer(t *testing.T) {
 	c := devServer(t)
 	tests := []struct {
@@ -136,8 +108,8 @@ func TestMigrateMachineOnDevServer(t *testing.T) {
 			if (err != nil) != tt.failActive {
 				t.Fatalf("workflow error: %v", err)
 			}
-			if _, ok := west.Machine(birdyUUID); ok != tt.wantOnWest {
-				t.Errorf("machine on west: %v, want %v", ok, tt.wantOnWest)
+			if m, ok := west.Machine(birdyUUID); (ok && !isStubTo(m, "https://east.example:5240")) != tt.wantOnWest {
+				t.Errorf("machine on west: %+v (present %v), want it there: %v", m, ok, tt.wantOnWest)
 			}
 			v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
 			if err != nil {
@@ -155,14 +127,15 @@ func TestMigrateMachineOnDevServer(t *testing.T) {
 				t.Errorf("MigrationPhase search attribute %s, want %q", phase, tt.wantPhase)
 			}
 			if *record {
-				writeHistory(ctx, t, c, run, filepath.Join("testdata", tt.name+".json"))
+				// Histories recorded before keep-promise keep their names: they must still replay.
+				writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_"+tt.name+".json"))
 			}
 		})
 	}
 }
 
 // On a real server a second migration of a running machine is refused, and cancelling the
-// running one compensates every step.
+// running one compensates every step. With -record it writes the cancelled run's history.
 func TestMigrateMachineOnDevServerRefusesSecondAndCancels(t *testing.T) {
 	c := devServer(t)
 	journal := &regiontest.Journal{}
@@ -200,9 +173,17 @@ func TestMigrateMachineOnDevServerRefusesSecondAndCancels(t *testing.T) {
 	if !reflect.DeepEqual(got, m) {
 		t.Errorf("source after cancel:\n got %+v\nwant %+v", got, m)
 	}
-	if _, ok := west.Machine(birdyUUID); ok {
-		t.Error("target still holds the machine after cancel")
+	if m, ok := west.Machine(birdyUUID); ok && !isStubTo(m, "https://east.example:5240") {
+		t.Errorf("target holds %+v after cancel, want nothing or a stub sending the agent back", m)
 	}
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_migrate_machine_cancel_history.json"))
+	}
+}
+
+// isStubTo reports a locked stub redirecting to endpoint.
+func isStubTo(m api.Machine, endpoint string) bool {
+	return m.Locked && !m.Runnable && m.Meta[api.MetaRedirectEndpoint] == endpoint
 }
 
 func waitForPhase(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, phase string) {

@@ -24,11 +24,11 @@ const (
 	hostKey   = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfTheEsxiHost"
 )
 
-// forward is what runs before the repoint step of a migration that mints its ticket.
-var forward = []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration"}
+// forward is what runs before the repoint step of a migration.
+var forward = []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration"}
 
 // undo is what compensates those steps, in order.
-var undo = []string{"RestoreMigration", "DeleteImportedCopy", "Unquiesce"}
+var undo = []string{"RestoreMigration", "UndoCopy", "Unquiesce"}
 
 func seq(parts ...[]string) []string { return slices.Concat(parts...) }
 
@@ -59,7 +59,7 @@ func (f *fixture) withESXi(agent bool, fail string) *esxiHost {
 	})
 	f.env.OnActivity(a.ESXiRewriteAgentConfig, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ESXiRewriteInput) error {
 		h.rewritten = append(h.rewritten, in)
-		if fail == rewrite {
+		if fail == rewrite && in.Endpoint == "https://west.example:5240" { // the rewrite back works
 			return boom(rewrite)
 		}
 		return nil
@@ -119,13 +119,14 @@ func TestMigrateMachineESXiRepoint(t *testing.T) {
 			equal(t, "Cleanup inputs", h.cleaned, []activities.ESXiInput{pinned})
 			f.forgetESXi()
 			f.assertMigrated(false)
-			equal(t, "phases", f.phases, []string{"validating", "minting-ticket", "quiescing", "copying", "finalizing", "repointing-agent", "activating", "completed"})
+			equal(t, "phases", f.phases, []string{"validating", "quiescing", "copying", "finalizing", "repointing-agent", "activating", "completed"})
 		})
 	}
 }
 
-// Every failing step of the ESXi branch runs Cleanup and then the compensations of the steps
-// before it; a Cleanup that already ran forward is not run again.
+// Every failing step of the ESXi branch rewrites the host's agent config back to the source,
+// runs Cleanup and then the compensations of the steps before it; after a Cleanup that ran
+// forward the rewrite back prepares the host again and cleans up after itself.
 func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -136,15 +137,16 @@ func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 		phase    string // where it failed
 	}{
 		{"prepare", false, prepare, seq(forward, []string{prepare, cleanup}, undo), "HostFailure", "repointing-agent"},
-		{"rewrite", false, rewrite, seq(forward, []string{prepare, rewrite, cleanup}, undo), "HostFailure", "repointing-agent"},
-		{"agent check-in", true, waitAgent, seq(forward, []string{prepare, rewrite, waitAgent, cleanup}, undo), activities.ErrAgentCheckInTimeout, "repointing-agent"},
-		{"cleanup", false, cleanup, seq(forward, []string{prepare, rewrite, cleanup, cleanup}, undo), "HostFailure", "repointing-agent"},
-		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate", "IsActive"}, undo), activities.ErrRegionRefused, "activating"},
+		{"rewrite", false, rewrite, seq(forward, []string{prepare, rewrite, rewrite, cleanup}, undo), "HostFailure", "repointing-agent"},
+		{"agent check-in", true, waitAgent, seq(forward, []string{prepare, rewrite, waitAgent, rewrite, cleanup}, undo), activities.ErrAgentCheckInTimeout, "repointing-agent"},
+		{"cleanup", false, cleanup, seq(forward, []string{prepare, rewrite, cleanup, rewrite, cleanup}, undo), "HostFailure", "repointing-agent"},
+		// Cleanup removed the temporary key: the rewrite back installs one again.
+		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate", "IsActive", prepare, rewrite, cleanup}, undo), activities.ErrRegionRefused, "activating"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.withESXi(tt.agent, tt.fail)
+			h := f.withESXi(tt.agent, tt.fail)
 			switch tt.fail {
 			case waitAgent:
 				f.env.OnActivity(a.WaitForAgentCheckIn, mock.Anything, mock.Anything).Return(
@@ -160,6 +162,10 @@ func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 				t.Errorf("error type %q, want %q: %v", typ, tt.wantErr, err)
 			}
 			equal(t, "activities", f.activities, tt.wantActs)
+			// The host's agent config ends pointing at the source, where the machine is live.
+			if n := len(h.rewritten); n > 0 && h.rewritten[n-1].Endpoint != "https://east.example:5240" {
+				t.Errorf("last agent config rewrite to %s, want the source", h.rewritten[n-1].Endpoint)
+			}
 			f.forgetESXi()
 			f.assertUntouched()
 			if p := f.progress(); p.Phase != workflows.PhaseFailed || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], tt.phase+": ") {
@@ -176,7 +182,7 @@ func TestMigrateMachineESXiCancelCleansUp(t *testing.T) {
 		wantActs []string
 	}{
 		{"during prepare", prepare, seq(forward, []string{prepare, cleanup}, undo)},
-		{"during rewrite", rewrite, seq(forward, []string{prepare, rewrite, cleanup}, undo)},
+		{"during rewrite", rewrite, seq(forward, []string{prepare, rewrite, rewrite, cleanup}, undo)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

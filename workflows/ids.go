@@ -7,6 +7,8 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 )
 
 // Task queues.
@@ -35,5 +37,24 @@ func MigrateMachineStartOptions(machineUUID string) client.StartWorkflowOptions 
 		TaskQueue:                                TaskQueue,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
+}
+
+// startMigrateMachine starts in as a child MigrateMachine of the calling workflow. Children
+// are cancelled, never terminated, when their parent closes, so each one undoes its steps or
+// finishes its move; the parent waits for a cancelled child to do so.
+func startMigrateMachine(ctx workflow.Context, in MigrateMachineInput) workflow.ChildWorkflowFuture {
+	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, migrateMachineChildOptions(in)), MigrateMachine, in)
+}
+
+func migrateMachineChildOptions(in MigrateMachineInput) workflow.ChildWorkflowOptions {
+	return workflow.ChildWorkflowOptions{
+		WorkflowID:            MigrateMachineID(in.Machine),
+		TaskQueue:             TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation:   true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			MachineUuidKey.ValueSet(in.Machine), SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)),
 	}
 }

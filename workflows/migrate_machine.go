@@ -3,6 +3,8 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -23,7 +25,6 @@ const (
 	PhaseRepointing     = "repointing-agent"
 	PhaseActivating     = "activating"
 	PhaseDestroyingStub = "destroying-stub"
-	PhaseCompensating   = "compensating"
 	PhaseCompleted      = "completed"
 	PhaseFailed         = "failed"
 	PhaseCanceled       = "canceled"
@@ -52,7 +53,8 @@ type MigrateMachineInput struct {
 	SourceRegion string
 	TargetRegion string
 	Machine      string // UUID or "Field:value", e.g. "Name:birdy"
-	// Ticket is a single-use import ticket minted by the target; empty mints one.
+	// Ticket is a single-use import ticket the user minted on the target; empty: the copy
+	// step mints one there itself, so no ticket enters workflow history.
 	Ticket string
 	// SkipMachineMigration only repoints the agent (the machine record already moved).
 	SkipMachineMigration bool
@@ -78,6 +80,9 @@ type MigrateMachineResult struct {
 	AgentRepointed bool
 	StubDeleted    bool
 	StartedBy      string `json:",omitempty"` // the user the grant was issued to
+	// Operator records the operator requests on a stuck compensation (CompensationUpdate),
+	// "; "-separated: when, who, what and why.
+	Operator string `json:",omitempty"`
 }
 
 // Progress is the answer of the progress query.
@@ -86,51 +91,14 @@ type Progress struct {
 	StepsDone  int
 	StepsTotal int
 	Errors     []string
+	// Pending names the undos still to run while compensating (the next one first).
+	Pending []string `json:",omitempty"`
+	// Operator lists the operator requests on a stuck compensation, as in the result.
+	Operator []string `json:",omitempty"`
 }
 
 // acts names the activities; the workflow only uses its methods as activity references.
 var acts *activities.Activities
-
-// Activity options. Forward steps give up after a bounded number of retries (and then
-// compensate); compensations and activation, which must not be abandoned, retry for an hour.
-var (
-	regionCallOptions = workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
-	}
-	copyOptions = workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy:         regionCallOptions.RetryPolicy,
-	}
-	mustFinishOptions = workflow.ActivityOptions{
-		StartToCloseTimeout:    time.Minute,
-		ScheduleToCloseTimeout: time.Hour,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-	}
-	// A cancelled activation is waited for, so the check of the target that follows sees
-	// whether it took effect.
-	activateOptions = workflow.ActivityOptions{
-		StartToCloseTimeout:    mustFinishOptions.StartToCloseTimeout,
-		ScheduleToCloseTimeout: mustFinishOptions.ScheduleToCloseTimeout,
-		WaitForCancellation:    true,
-		RetryPolicy:            mustFinishOptions.RetryPolicy,
-	}
-	// ESXi steps may wait for the machine's agent to take ad-hoc jobs. They heartbeat, and the
-	// workflow waits for a cancelled step to stop before Cleanup touches the host.
-	esxiStepOptions = workflow.ActivityOptions{
-		StartToCloseTimeout: 15 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
-		WaitForCancellation: true,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
-	}
-	esxiCleanupOptions = workflow.ActivityOptions{
-		StartToCloseTimeout:    15 * time.Minute,
-		ScheduleToCloseTimeout: 2 * time.Hour,
-		HeartbeatTimeout:       time.Minute,
-		WaitForCancellation:    true,
-		RetryPolicy:            mustFinishOptions.RetryPolicy,
-	}
-)
 
 // GetVersion change IDs: the ESXi repoint branch, and the look at the target before a failed
 // activation is compensated.
@@ -142,12 +110,31 @@ const (
 // MigrateMachine moves a machine, its jobs and profiles from one region to another
 // (DESIGN.md "Migration semantics"). Every step that changes a region pushes its undo first;
 // on failure or cancellation the undos run in reverse, until activation commits the move.
+// After activation the remaining steps run whatever happens (a cancel no longer reaches
+// them) and the move is reported completed.
 func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachineResult, error) {
 	m := &migration{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID, ticket: in.Ticket}
 	m.progress.StepsTotal = 1
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, m.query); err != nil {
 		return MigrateMachineResult{}, fmt.Errorf("register progress query: %w", err)
 	}
+	m.comps.OnError = func(_ string, err error) { m.progress.Errors = append(m.progress.Errors, err.Error()) }
+	m.comps.OnOperator = func(note string) {
+		m.progress.Operator = append(m.progress.Operator, note)
+		m.result.Operator = strings.Join(m.progress.Operator, "; ")
+	}
+	m.comps.SetPhase = func(ctx workflow.Context, phase string) {
+		if err := m.setPhase(ctx, phase); err != nil {
+			m.progress.Errors = append(m.progress.Errors, err.Error())
+		}
+	}
+	m.comps.Stops = func(err error) bool { return hasErrorType(err, activities.ErrLastCopy, activities.ErrMachineNotFound) }
+	if err := m.comps.RegisterUpdate(ctx); err != nil {
+		return MigrateMachineResult{}, fmt.Errorf("register compensation update: %w", err)
+	}
+	m.promise = keepsPromise(ctx)
+	m.comps.Retrying = m.promise
+	m.opts = optionsFor(m.promise)
 	if err := in.check(); err != nil {
 		return m.fail(ctx, PhaseValidating, err)
 	}
@@ -161,6 +148,10 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 	steps := m.plan()
 	m.progress.StepsTotal += len(steps)
 	for _, s := range steps {
+		if m.promise && ctx.Err() != nil {
+			// Cancelled while the last step ran (and was waited for): the next one never starts.
+			return m.fail(ctx, s.phase, temporal.NewCanceledError())
+		}
 		if err := m.setPhase(ctx, s.phase); err != nil {
 			return m.fail(ctx, s.phase, err)
 		}
@@ -168,15 +159,55 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 			m.comps.Add(s.undoName, s.undo)
 		}
 		if err := s.do(ctx); err != nil {
-			return m.fail(ctx, s.phase, err)
+			if !m.promise || !s.commits {
+				return m.fail(ctx, s.phase, err)
+			}
+			// The commit step failed or was cancelled, but may have taken effect: the target
+			// decides whether the move is undone or finished.
+			if done, err := m.activationFailed(ctx, err); !done {
+				return m.result, err
+			}
 		}
 		m.progress.StepsDone++
 		if s.commits {
 			m.comps.Commit()
 			m.activated = true
+			if m.promise {
+				// Past the commit point the move is finished, not undone: a cancel does not
+				// reach the remaining steps.
+				var cancel workflow.CancelFunc
+				ctx, cancel = workflow.NewDisconnectedContext(ctx)
+				defer cancel()
+			}
 		}
 	}
 	return m.result, m.setPhase(ctx, PhaseCompleted)
+}
+
+// activationFailed handles a failed or cancelled activation in runs that keep the promise:
+// when the target copy is active all the same, done is true and the move goes on; otherwise
+// the steps are undone and the workflow's error is returned.
+func (m *migration) activationFailed(ctx workflow.Context, err error) (done bool, _ error) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	active, cerr := m.activationTookEffect(dctx)
+	if cerr == nil && active {
+		m.progress.Errors = append(m.progress.Errors, fmt.Sprintf("%s: %v (the machine is active on %s all the same)", PhaseActivating, err, m.in.TargetRegion))
+		return true, nil
+	}
+	_, ferr := m.fail(ctx, PhaseActivating, err)
+	return false, ferr
+}
+
+// RedactedTicket replaces a ticket in a shown input.
+const RedactedTicket = "[redacted]"
+
+// Redacted is in without its ticket, for showing it.
+func (in MigrateMachineInput) Redacted() MigrateMachineInput {
+	if in.Ticket != "" {
+		in.Ticket = RedactedTicket
+	}
+	return in
 }
 
 func (in MigrateMachineInput) check() error {
@@ -209,6 +240,12 @@ type migration struct {
 	progress  Progress
 	comps     Compensations
 	activated bool
+	promise   bool // keepsPromise: the paths of promiseChange
+	opts      stepOptions
+	// finalizing is set once FinalizeMigration was asked for: from then on the source may
+	// redirect the machine's agent to the target.
+	finalizing    bool
+	activeChecked *activeCheck // the answer of activationTookEffect, once asked
 }
 
 // step is one forward step of the plan and, for steps that change the source or target
@@ -225,7 +262,7 @@ type step struct {
 func (m *migration) plan() []step {
 	var steps []step
 	if !m.in.SkipMachineMigration {
-		if m.ticket == "" {
+		if m.ticket == "" && !m.promise {
 			steps = append(steps, step{phase: PhaseMintingTicket, do: m.mintTicket})
 		}
 		steps = append(steps,
@@ -299,30 +336,38 @@ func (m *migration) quiesce(ctx workflow.Context) error {
 }
 
 func (m *migration) unquiesce(ctx workflow.Context) error {
-	return m.call(ctx, mustFinishOptions, acts.Unquiesce, m.ref(m.in.SourceRegion), nil)
+	return m.call(ctx, m.opts.undo, acts.Unquiesce, m.ref(m.in.SourceRegion), nil)
 }
 
 func (m *migration) copy(ctx workflow.Context) error {
 	in := activities.CopyInput{SourceRegion: m.in.SourceRegion, TargetRegion: m.in.TargetRegion, Machine: m.machine.MachineUuid, Ticket: m.ticket, Migration: m.id, StartedBy: m.machine.StartedBy}
 	var copied activities.CopyResult
-	if err := m.call(ctx, copyOptions, acts.ExportImport, in, &copied); err != nil {
+	if err := m.call(ctx, m.opts.copy, acts.ExportImport, in, &copied); err != nil {
 		return err
 	}
 	m.result.Jobs, m.result.Profiles = copied.Jobs, copied.Profiles
 	return nil
 }
 
+// deleteCopy undoes the copy. Runs that keep the promise undo it only once the source holds
+// the machine again, and leave a stub sending the agent back to the source when the source
+// may have redirected it here.
 func (m *migration) deleteCopy(ctx workflow.Context) error {
-	return m.call(ctx, mustFinishOptions, acts.DeleteImportedCopy, m.ref(m.in.TargetRegion), nil)
+	if !m.promise {
+		return m.call(ctx, mustFinishOptions, acts.DeleteImportedCopy, m.ref(m.in.TargetRegion), nil)
+	}
+	in := activities.UndoCopyInput{Source: m.ref(m.in.SourceRegion), Target: m.ref(m.in.TargetRegion), RedirectBack: m.finalizing}
+	return m.call(ctx, m.opts.undo, acts.UndoCopy, in, nil)
 }
 
 func (m *migration) finalize(ctx workflow.Context) error {
+	m.finalizing = true
 	in := activities.FinalizeInput{MachineRef: m.ref(m.in.SourceRegion), RedirectEndpoint: m.machine.TargetEndpoint}
 	return m.call(ctx, regionCallOptions, acts.FinalizeMigration, in, nil)
 }
 
 func (m *migration) restore(ctx workflow.Context) error {
-	return m.call(ctx, mustFinishOptions, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
+	return m.call(ctx, m.opts.undo, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
 }
 
 // repoint is step 7: move the machine's agent to the target.
@@ -374,7 +419,8 @@ func (m *migration) waitForAgent(ctx workflow.Context) error {
 // sshd started) → RewriteAgentConfig → the agent's check-in at the target when it has one →
 // Cleanup (keys and sshd as found). Cleanup is pushed as a compensation before Prepare runs,
 // so a failure or a cancel at any point puts the host back; once it ran forward it is not
-// run again.
+// run again. Runs that keep the promise also push the rewrite back to the source, which runs
+// before Cleanup removes the temporary key (or, after Cleanup ran forward, installs one again).
 func (m *migration) repointESXi(ctx workflow.Context) error {
 	in := activities.ESXiInput{MachineRef: m.ref(m.in.TargetRegion), UseAgent: m.machine.AgentLastSeen != ""}
 	cleaned := false
@@ -382,7 +428,7 @@ func (m *migration) repointESXi(ctx workflow.Context) error {
 		if cleaned {
 			return nil
 		}
-		if err := m.call(ctx, esxiCleanupOptions, acts.ESXiCleanup, in, nil); err != nil {
+		if err := m.call(ctx, m.opts.esxiUndo, acts.ESXiCleanup, in, nil); err != nil {
 			return err
 		}
 		cleaned = true
@@ -396,6 +442,19 @@ func (m *migration) repointESXi(ctx workflow.Context) error {
 	// Pin the key Prepare verified (or accepted on first use) for every later connection.
 	in.HostKey = prepared.HostKey
 	rewrite := activities.ESXiRewriteInput{ESXiInput: in, Endpoint: m.machine.TargetEndpoint}
+	if m.promise {
+		m.comps.Add("esxi-rewrite-back", func(ctx workflow.Context) error {
+			if cleaned {
+				var p esxi.Prepared
+				if err := m.call(ctx, m.opts.esxiUndo, acts.ESXiPrepare, in, &p); err != nil {
+					return err
+				}
+				cleaned = false // the esxi-cleanup below runs again
+			}
+			back := activities.ESXiRewriteInput{ESXiInput: in, Endpoint: m.machine.SourceEndpoint}
+			return m.call(ctx, m.opts.esxiUndo, acts.ESXiRewriteAgentConfig, back, nil)
+		})
+	}
 	if err := m.call(ctx, esxiStepOptions, acts.ESXiRewriteAgentConfig, rewrite, nil); err != nil {
 		return err
 	}
@@ -417,15 +476,24 @@ func (m *migration) activate(ctx workflow.Context) error {
 
 // activationTookEffect is asked when activation failed or was cancelled: the activation may
 // have taken effect all the same, and restoring the source would then leave the machine
-// active on both regions. It reports whether the target copy is active. Runs recorded before
-// this check compensated without it, and replay the same.
+// active on both regions. It reports whether the target copy is active, asking the target
+// once per run. Runs recorded before this check compensated without it, and replay the same.
 func (m *migration) activationTookEffect(ctx workflow.Context) (bool, error) {
+	if m.activeChecked != nil {
+		return m.activeChecked.active, m.activeChecked.err
+	}
 	if workflow.GetVersion(ctx, activationCheckChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return false, nil
 	}
 	var active bool
-	err := m.call(ctx, mustFinishOptions, acts.IsActive, m.ref(m.in.TargetRegion), &active)
+	err := m.call(ctx, m.opts.finish, acts.IsActive, m.ref(m.in.TargetRegion), &active)
+	m.activeChecked = &activeCheck{active: active, err: err}
 	return active, err
+}
+
+type activeCheck struct {
+	active bool
+	err    error
 }
 
 func (m *migration) deleteStub(ctx workflow.Context) error {
@@ -460,6 +528,9 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	cancelled := temporal.IsCanceledError(err) || errors.Is(ctx.Err(), workflow.ErrCanceled)
+	if temporal.IsCanceledError(err) {
+		err = temporal.NewCanceledError() // a step waited for on cancel wraps it
+	}
 	m.progress.Errors = append(m.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
 	if phase == PhaseActivating && !m.activated {
 		// Every step before activation succeeded: the pending compensations are the undos
@@ -482,13 +553,10 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 		}
 	}
 	if m.comps.Len() > 0 {
-		if perr := m.setPhase(dctx, PhaseCompensating); perr != nil {
-			m.progress.Errors = append(m.progress.Errors, perr.Error())
-		}
-		compErr := m.comps.Run(ctx, func(_ string, err error) {
-			m.progress.Errors = append(m.progress.Errors, err.Error())
-		})
-		if compErr != nil {
+		if compErr := m.comps.Run(ctx); compErr != nil {
+			if m.promise && m.comps.Stops(compErr) {
+				compErr = m.keepLastCopy(dctx, compErr)
+			}
 			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
 			cancelled = false
 		}
@@ -507,8 +575,26 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 	return m.result, err
 }
 
+// keepLastCopy is run when an undo stopped because the source lost the machine: the copy on
+// the target is then its only record, and is activated there so the machine stays active on
+// one region. It returns the error to report, naming where the machine is.
+func (m *migration) keepLastCopy(ctx workflow.Context, stopped error) error {
+	if err := m.call(ctx, m.opts.finish, acts.Activate, m.ref(m.in.TargetRegion), nil); err != nil {
+		return fmt.Errorf("%w; the machine is on neither region as far as this migration can tell: activating its copy on %s failed too: %v", stopped, m.in.TargetRegion, err)
+	}
+	return fmt.Errorf("%w; its copy on %s was activated instead: machine %s is active on %s, nothing more was undone", stopped, m.in.TargetRegion, m.machine.MachineUuid, m.in.TargetRegion)
+}
+
 func (m *migration) query() (Progress, error) {
 	p := m.progress
 	p.Errors = append([]string(nil), m.progress.Errors...)
+	p.Operator = append([]string(nil), m.progress.Operator...)
+	p.Pending = m.comps.Pending()
 	return p, nil
+}
+
+// hasErrorType reports whether err is, or wraps, an application error of one of types.
+func hasErrorType(err error, types ...string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && slices.Contains(types, appErr.Type())
 }

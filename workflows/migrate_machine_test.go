@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/region/api"
@@ -29,10 +31,10 @@ func TestMigrateMachineHappyPath(t *testing.T) {
 	if res != want {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
-	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"})
-	equal(t, "region calls", f.journal.Calls(), []string{"west MintTicket", "east Quiesce " + u, "east Export " + u, "west Import " + u, "east FinalizeMigration " + u, "west Activate " + u})
-	equal(t, "phases", f.phases, []string{"validating", "minting-ticket", "quiescing", "copying", "finalizing", "activating", "completed"})
-	if p := f.progress(); p.Phase != workflows.PhaseCompleted || p.StepsDone != 6 || p.StepsTotal != 6 || len(p.Errors) != 0 {
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"})
+	equal(t, "region calls", f.journal.Calls(), []string{"east Quiesce " + u, "east Export " + u, "west MintTicket", "west Import " + u, "east FinalizeMigration " + u, "west Activate " + u})
+	equal(t, "phases", f.phases, []string{"validating", "quiescing", "copying", "finalizing", "activating", "completed"})
+	if p := f.progress(); p.Phase != workflows.PhaseCompleted || p.StepsDone != 5 || p.StepsTotal != 5 || len(p.Errors) != 0 {
 		t.Errorf("progress %+v", p)
 	}
 }
@@ -49,7 +51,7 @@ func TestMigrateMachineSkipMachineDestroyFalseDeletesStub(t *testing.T) {
 	if !res.StubDeleted {
 		t.Error("result does not report the stub deletion")
 	}
-	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})
 }
 
 func TestMigrateMachineUserTicket(t *testing.T) {
@@ -73,14 +75,13 @@ func TestMigrateMachineUserTicket(t *testing.T) {
 func TestMigrateMachineStepFailureCompensates(t *testing.T) {
 	const (
 		validate = "ValidateMigration"
-		mint     = "MintTicket"
 		quiesce  = "Quiesce"
 		copying  = "ExportImport"
 		finalize = "FinalizeMigration"
 		activate = "Activate"
 		wait     = "WaitForAgentCheckIn"
 		restore  = "RestoreMigration"
-		delCopy  = "DeleteImportedCopy"
+		delCopy  = "UndoCopy"
 		unq      = "Unquiesce"
 		isActive = "IsActive"
 	)
@@ -92,13 +93,13 @@ func TestMigrateMachineStepFailureCompensates(t *testing.T) {
 		wantActs  []string
 		wantPhase string // phase in which the failure happened (first progress error)
 	}{
-		{"mint", "west", "MintTicket", false, []string{validate, mint}, "minting-ticket"},
-		{"quiesce", "east", "Quiesce", false, []string{validate, mint, quiesce, unq}, "quiescing"},
-		{"export", "east", "Export", false, []string{validate, mint, quiesce, copying, delCopy, unq}, "copying"},
-		{"import", "west", "Import", false, []string{validate, mint, quiesce, copying, delCopy, unq}, "copying"},
-		{"finalize", "east", "FinalizeMigration", false, []string{validate, mint, quiesce, copying, finalize, restore, delCopy, unq}, "finalizing"},
-		{"repoint", "", "", true, []string{validate, mint, quiesce, copying, finalize, wait, restore, delCopy, unq}, "repointing-agent"},
-		{"activate", "west", "Activate", false, []string{validate, mint, quiesce, copying, finalize, activate, isActive, restore, delCopy, unq}, "activating"},
+		{"mint", "west", "MintTicket", false, []string{validate, quiesce, copying, delCopy, unq}, "copying"},
+		{"quiesce", "east", "Quiesce", false, []string{validate, quiesce, unq}, "quiescing"},
+		{"export", "east", "Export", false, []string{validate, quiesce, copying, delCopy, unq}, "copying"},
+		{"import", "west", "Import", false, []string{validate, quiesce, copying, delCopy, unq}, "copying"},
+		{"finalize", "east", "FinalizeMigration", false, []string{validate, quiesce, copying, finalize, restore, delCopy, unq}, "finalizing"},
+		{"repoint", "", "", true, []string{validate, quiesce, copying, finalize, wait, restore, delCopy, unq}, "repointing-agent"},
+		{"activate", "west", "Activate", false, []string{validate, quiesce, copying, finalize, activate, isActive, restore, delCopy, unq}, "activating"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,7 +168,7 @@ func TestMigrateMachineAgentRepoint(t *testing.T) {
 	if got.Region != "west" || got.Machine != u || got.Previous != "2026-11-30T06:00:00Z" || !got.Deadline.Equal(start.Add(10*time.Minute)) {
 		t.Errorf("agent wait input %+v", got)
 	}
-	equal(t, "phases", f.phases, []string{"validating", "minting-ticket", "quiescing", "copying", "finalizing", "repointing-agent", "activating", "completed"})
+	equal(t, "phases", f.phases, []string{"validating", "quiescing", "copying", "finalizing", "repointing-agent", "activating", "completed"})
 }
 
 func TestMigrateMachineProgressQueryWhileRunning(t *testing.T) {
@@ -178,7 +179,7 @@ func TestMigrateMachineProgressQueryWhileRunning(t *testing.T) {
 	if _, err := f.run(input()); err != nil {
 		t.Fatal(err)
 	}
-	if during.Phase != workflows.PhaseRepointing || during.StepsDone != 5 || during.StepsTotal != 7 || len(during.Errors) != 0 {
+	if during.Phase != workflows.PhaseRepointing || during.StepsDone != 4 || during.StepsTotal != 6 || len(during.Errors) != 0 {
 		t.Errorf("progress while waiting for the agent: %+v", during)
 	}
 }
@@ -186,20 +187,30 @@ func TestMigrateMachineProgressQueryWhileRunning(t *testing.T) {
 func TestMigrateMachineCancelCompensates(t *testing.T) {
 	f := newFixture(t)
 	f.withSlowAgent()
+	var rejected error
+	f.env.RegisterDelayedCallback(func() {
+		// While nothing is being undone an operator has nothing to retry or abandon.
+		f.env.UpdateWorkflow(workflows.CompensationUpdate, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { rejected = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, workflows.CompensationRequest{Action: "retry", Reason: "early", By: "alice"})
+	}, 30*time.Second)
 	f.env.RegisterDelayedCallback(f.env.CancelWorkflow, time.Minute)
 	_, err := f.run(input())
 	if !temporal.IsCanceledError(err) {
 		t.Fatalf("want a cancelled workflow, got %v", err)
 	}
-	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "WaitForAgentCheckIn", "RestoreMigration", "DeleteImportedCopy", "Unquiesce"})
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "WaitForAgentCheckIn", "RestoreMigration", "UndoCopy", "Unquiesce"})
 	equal(t, "region calls", f.journal.Calls(), []string{
-		"west MintTicket", "east Quiesce " + u, "east Export " + u, "west Import " + u, "east FinalizeMigration " + u,
-		"east RestoreMigration " + u, "west DeleteMachine " + u, "east Unquiesce " + u,
+		"east Quiesce " + u, "east Export " + u, "west MintTicket", "west Import " + u, "east FinalizeMigration " + u,
+		"east RestoreMigration " + u, "west RedirectCopy " + u, "east Unquiesce " + u,
 	})
 	f.east.Update(u, func(m *api.Machine) { delete(m.Meta, api.MetaAgentLastSeen) })
 	f.assertUntouched()
 	if p := f.progress(); p.Phase != workflows.PhaseCanceled {
 		t.Errorf("progress %+v", p)
+	}
+	if rejected == nil || !strings.Contains(rejected.Error(), "no compensation is failing") {
+		t.Errorf("update while migrating: got %v, want a rejection", rejected)
 	}
 }
 
@@ -344,31 +355,72 @@ func TestMigrateMachineRetriesUnavailableRegion(t *testing.T) {
 	}
 	f.assertMigrated(false)
 	equal(t, "region calls", f.journal.Calls(), []string{
-		"west MintTicket", "east Quiesce " + u, "east Quiesce " + u, "east Quiesce " + u,
-		"east Export " + u, "west Import " + u, "east Export " + u, "west Import " + u,
+		"east Quiesce " + u, "east Quiesce " + u, "east Quiesce " + u,
+		"east Export " + u, "west MintTicket", "west Import " + u, "east Export " + u, "west MintTicket", "west Import " + u,
 		"east FinalizeMigration " + u, "west Activate " + u,
 	})
 }
 
-// A compensation that fails for good does not stop the others, and is reported in the
-// workflow error and the progress query.
-func TestMigrateMachineReportsFailedCompensation(t *testing.T) {
+// A compensation that fails is retried with a backoff until it succeeds; after a few failures
+// the phase says it is stuck, and it goes back to compensating when the undo goes through.
+func TestMigrateMachineCompensationRetriesUntilItSucceeds(t *testing.T) {
 	f := newFixture(t)
 	f.east.Fail("FinalizeMigration", http.StatusUnprocessableEntity, -1)
-	f.west.Fail("DeleteMachine", http.StatusForbidden, -1)
+	f.west.Fail("RedirectCopy", http.StatusForbidden, 4)
+	start := f.env.Now()
 	_, err := f.run(input())
-	if typ := errorType(err); typ != workflows.ErrCompensationFailed {
+	if typ := errorType(err); typ != activities.ErrRegionRefused {
 		t.Fatalf("error type %q: %v", typ, err)
 	}
-	if !strings.Contains(err.Error(), "finalizing failed") || !strings.Contains(err.Error(), "compensation delete-imported-copy") {
-		t.Errorf("error does not name the step and the compensation: %v", err)
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "RestoreMigration",
+		"UndoCopy", "UndoCopy", "UndoCopy", "UndoCopy", "UndoCopy", "Unquiesce"})
+	equal(t, "phases", f.phases, []string{"validating", "quiescing", "copying", "finalizing", "compensating", "compensation-stuck", "compensating", "failed"})
+	f.assertUntouched()
+	// 30s + 1m + 2m + 4m of backoff between the five tries.
+	if waited := f.env.Now().Sub(start); waited < 7*time.Minute+30*time.Second {
+		t.Errorf("the retries took %s of workflow time, want the backoff's 7m30s at least", waited)
 	}
-	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "RestoreMigration", "DeleteImportedCopy", "Unquiesce"})
-	if m, _ := f.east.Machine(u); !reflect.DeepEqual(m, birdy()) {
-		t.Errorf("the source was not unquiesced after the failed compensation: %+v", m)
+	if p := f.progress(); p.Phase != workflows.PhaseFailed || len(p.Errors) != 4 || !strings.HasPrefix(p.Errors[1], "compensation delete-imported-copy: ") {
+		t.Errorf("progress %+v", p)
+	}
+}
+
+// An operator can abandon a stuck compensation with a reason; the request is validated and
+// recorded, and the workflow fails naming what was not undone.
+func TestMigrateMachineCompensationOperatorAbandons(t *testing.T) {
+	f := newFixture(t)
+	f.east.Fail("FinalizeMigration", http.StatusUnprocessableEntity, -1)
+	f.west.Fail("RedirectCopy", http.StatusForbidden, -1)
+	var rejected []string
+	var accepted int
+	update := func(req workflows.CompensationRequest) {
+		f.env.UpdateWorkflow(workflows.CompensationUpdate, "", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { rejected = append(rejected, err.Error()) },
+			OnAccept:   func() { accepted++ },
+			OnComplete: func(any, error) {},
+		}, req)
+	}
+	f.env.RegisterDelayedCallback(func() {
+		update(workflows.CompensationRequest{Action: "abandon", By: "alice"})                          // no reason
+		update(workflows.CompensationRequest{Action: "shrug", Reason: "why not", By: "alice"})         // no such action
+		update(workflows.CompensationRequest{Action: "retry", Reason: "fixed the token", By: "alice"}) // accepted
+	}, 5*time.Minute)
+	f.env.RegisterDelayedCallback(func() {
+		update(workflows.CompensationRequest{Action: "abandon", Reason: "copy removed by hand", By: "bob"})
+	}, time.Hour)
+	_, err := f.run(input())
+	if typ := errorType(err); typ != workflows.ErrCompensationFailed || !strings.Contains(err.Error(), "operator bob abandoned the compensation (copy removed by hand); not undone: delete-imported-copy, unquiesce") {
+		t.Fatalf("error %q: %v", typ, err)
+	}
+	if accepted != 2 || len(rejected) != 2 {
+		t.Errorf("accepted %d, rejected %v; want 2 accepted and 2 rejected", accepted, rejected)
 	}
 	p := f.progress()
-	if p.Phase != workflows.PhaseFailed || len(p.Errors) != 2 || !strings.HasPrefix(p.Errors[1], "compensation delete-imported-copy: ") {
+	if len(p.Operator) != 2 || !strings.Contains(p.Operator[0], "alice asked to retry compensation delete-imported-copy: fixed the token") ||
+		!strings.Contains(p.Operator[1], "bob asked to abandon") {
+		t.Errorf("operator audit %v", p.Operator)
+	}
+	if p.Phase != workflows.PhaseFailed || !slices.Equal(p.Pending, []string{"delete-imported-copy", "unquiesce"}) {
 		t.Errorf("progress %+v", p)
 	}
 }
@@ -384,6 +436,6 @@ func TestMigrateMachineStubDeleteFailureKeepsMigration(t *testing.T) {
 	if typ := errorType(err); typ != workflows.ErrAfterActivation || !strings.Contains(err.Error(), "is active on west") {
 		t.Fatalf("error %q: %v", typ, err)
 	}
-	equal(t, "activities", f.activities, []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})
+	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})
 	f.assertMigrated(false)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -27,8 +26,12 @@ const (
 	PhaseReleasing         = "releasing-operations"
 )
 
-// ErrMachinesFailed is the error type of a transfer whose machine migrations failed.
-const ErrMachinesFailed = "MachinesFailed"
+// Error types of TransferRack: machine migrations failed; the rack's answer to the repoint
+// was lost and its state could not be read, so nothing was undone.
+const (
+	ErrMachinesFailed   = "MachinesFailed"
+	ErrRackStateUnknown = "RackStateUnknown"
+)
 
 // DefaultTransferWindow is how many machines a transfer migrates at once when the input
 // says nothing.
@@ -109,6 +112,15 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, t.query); err != nil {
 		return TransferRackResult{}, fmt.Errorf("register progress query: %w", err)
 	}
+	t.promise = keepsPromise(ctx)
+	t.opts = optionsFor(t.promise)
+	t.comps.Retrying = t.promise
+	t.comps.OnError = func(_ string, err error) { t.progress.Errors = append(t.progress.Errors, err.Error()) }
+	t.comps.SetPhase = func(ctx workflow.Context, phase string) {
+		if err := t.setPhase(ctx, phase); err != nil {
+			t.progress.Errors = append(t.progress.Errors, err.Error())
+		}
+	}
 	if err := in.check(); err != nil {
 		return t.fail(ctx, PhaseValidating, err)
 	}
@@ -125,6 +137,10 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 		{phase: PhaseReleasing, do: t.release},
 	}
 	for _, s := range steps {
+		if t.promise && ctx.Err() != nil {
+			// Cancelled while the last step ran (and was waited for): the next one never starts.
+			return t.fail(ctx, s.phase, temporal.NewCanceledError())
+		}
 		if err := t.setPhase(ctx, s.phase); err != nil {
 			return t.fail(ctx, s.phase, err)
 		}
@@ -137,6 +153,13 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 		if s.commits {
 			t.comps.Commit()
 			t.repointed = true
+			if t.promise {
+				// The rack serves from the target: the hand-over and the release of its
+				// queued operations finish whatever happens, and the transfer completes.
+				var cancel workflow.CancelFunc
+				ctx, cancel = workflow.NewDisconnectedContext(ctx)
+				defer cancel()
+			}
 		}
 	}
 	return t.result, t.setPhase(ctx, PhaseCompleted)
@@ -176,6 +199,8 @@ type rackTransfer struct {
 	progress  TransferProgress
 	comps     Compensations
 	repointed bool
+	promise   bool // keepsPromise: the paths of promiseChange
+	opts      stepOptions
 }
 
 func (t *rackTransfer) input() activities.TransferInput {
@@ -204,7 +229,7 @@ func (t *rackTransfer) pause(ctx workflow.Context) error {
 }
 
 func (t *rackTransfer) unpause(ctx workflow.Context) error {
-	return call(ctx, mustFinishOptions, acts.UnpauseRack, t.source(), nil)
+	return call(ctx, t.opts.undo, acts.UnpauseRack, t.source(), nil)
 }
 
 // copy has the rack push its leases to the source first, so the copy carries the latest.
@@ -213,11 +238,11 @@ func (t *rackTransfer) copy(ctx workflow.Context) error {
 	if err := call(rackCtx, rackCallOptions, rackActs.ExportLeases, nil, nil); err != nil {
 		return err
 	}
-	return call(ctx, copyOptions, acts.CopyRack, t.input(), &t.result.Copied)
+	return call(ctx, t.opts.copy, acts.CopyRack, t.input(), &t.result.Copied)
 }
 
 func (t *rackTransfer) deleteCopy(ctx workflow.Context) error {
-	return call(ctx, mustFinishOptions, acts.UndoRackCopy, t.target(), nil)
+	return call(ctx, t.opts.undo, acts.UndoRackCopy, t.target(), nil)
 }
 
 // migrateMachines runs a child MigrateMachine per machine, at most Window at once. After the
@@ -235,12 +260,12 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 			machine := t.plan.Machines[next]
 			next++
 			running++
-			f := workflow.ExecuteChildWorkflow(t.childContext(ctx, machine), MigrateMachine, MigrateMachineInput{
+			f := startMigrateMachine(ctx, MigrateMachineInput{
 				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.in.WaitForRunningJob, Grant: t.in.Grant,
 			})
 			sel.AddFuture(f, func(f workflow.Future) {
 				running--
-				if err := f.Get(ctx, nil); err != nil {
+				if err := f.Get(ctx, nil); err != nil && !(t.promise && t.alreadyOnTarget(err)) {
 					t.progress.MachinesFailed++
 					failures = append(failures, fmt.Sprintf("machine %s: %v", machine, err))
 					return
@@ -266,38 +291,56 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 	return nil
 }
 
-func (t *rackTransfer) childContext(ctx workflow.Context, machine string) workflow.Context {
-	return workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            MigrateMachineID(machine),
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WaitForCancellation:   true,
-	})
+// alreadyOnTarget reports a child that found its machine already migrated to this
+// transfer's target (migrated directly meanwhile): the machine is where the transfer wants it.
+func (t *rackTransfer) alreadyOnTarget(err error) bool {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrAlreadyMigrated || !appErr.HasDetails() {
+		return false
+	}
+	var to string
+	return appErr.Details(&to) == nil && to == t.plan.TargetURL
 }
 
-// repoint moves the rack to the target. When the rack's activity fails the rack may have
-// moved all the same (its answer was lost): its own report decides, since undoing the copy
-// on the target would pull the network from under a rack that now serves from there.
+// repoint moves the rack to the target. When the rack's activity fails (or is cancelled,
+// and was waited for) the rack may have moved all the same (its answer was lost): its own
+// report decides, since undoing the copy on the target would pull the network from under a
+// rack that now serves from there. When the rack cannot say, nothing is undone.
 func (t *rackTransfer) repoint(ctx workflow.Context) error {
 	rackCtx := workflow.WithTaskQueue(ctx, RackTaskQueue(t.in.Rack))
 	in := rackacts.SwapRegionEndpointsInput{URLs: t.plan.TargetEndpoints, Secret: t.in.TargetRegion}
-	err := call(rackCtx, rackCallOptions, rackActs.SwapRegionEndpoints, in, nil)
+	err := call(rackCtx, t.opts.rackSwap, rackActs.SwapRegionEndpoints, in, nil)
 	if err == nil {
 		return nil
 	}
+	if t.promise {
+		// The state is asked for after a cancel too.
+		dctx, cancel := workflow.NewDisconnectedContext(rackCtx)
+		defer cancel()
+		rackCtx = dctx
+	}
 	var state rackacts.State
-	if serr := call(rackCtx, rackCallOptions, rackActs.ReportState, nil, &state); serr != nil || state.Region != t.in.TargetRegion {
+	serr := call(rackCtx, rackCallOptions, rackActs.ReportState, nil, &state)
+	switch {
+	case serr != nil && t.promise:
+		t.comps.Commit()
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("repointing rack %s failed (%v) and its state could not be read (%v): it may serve from %s or %s; nothing was undone, check the rack and run the transfer again or undo it by hand",
+				t.in.Rack, err, serr, t.in.SourceRegion, t.in.TargetRegion),
+			ErrRackStateUnknown, err)
+	case serr != nil || state.Region != t.in.TargetRegion:
 		return err
 	}
 	return nil
 }
 
 func (t *rackTransfer) handOver(ctx workflow.Context) error {
-	return call(ctx, mustFinishOptions, acts.HandOverRack, t.source(), nil)
+	return call(ctx, t.opts.finish, acts.HandOverRack, t.source(), nil)
 }
 
 func (t *rackTransfer) release(ctx workflow.Context) error {
 	var res activities.ReleaseResult
-	if err := call(ctx, mustFinishOptions, acts.ReleaseRack, t.input(), &res); err != nil {
+	if err := call(ctx, t.opts.finish, acts.ReleaseRack, t.input(), &res); err != nil {
 		return err
 	}
 	t.result.Released = res.Released
@@ -314,12 +357,12 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	cancelled := temporal.IsCanceledError(err) || errors.Is(ctx.Err(), workflow.ErrCanceled)
+	if temporal.IsCanceledError(err) {
+		err = temporal.NewCanceledError() // a step waited for on cancel wraps it
+	}
 	t.progress.Errors = append(t.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
 	if t.comps.Len() > 0 {
-		if perr := t.setPhase(dctx, PhaseCompensating); perr != nil {
-			t.progress.Errors = append(t.progress.Errors, perr.Error())
-		}
-		if compErr := t.comps.Run(ctx, func(_ string, err error) { t.progress.Errors = append(t.progress.Errors, err.Error()) }); compErr != nil {
+		if compErr := t.comps.Run(ctx); compErr != nil {
 			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
 			cancelled = false
 		}

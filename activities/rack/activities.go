@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -99,7 +100,8 @@ func (a *Activities) ExportLeases(ctx context.Context) (ExportLeasesResult, erro
 	return ExportLeasesResult{Exported: n}, nil
 }
 
-// SwapRegionEndpoints moves the rack to the region at in.URLs. Running it again after it
+// SwapRegionEndpoints moves the rack to the region at in.URLs, heartbeating so a cancelled
+// transfer waits for it before it undoes anything. Running it again after it
 // succeeded registers again (same rack UUID, fresh token) and changes nothing else.
 func (a *Activities) SwapRegionEndpoints(ctx context.Context, in SwapRegionEndpointsInput) (SwapRegionEndpointsResult, error) {
 	if err := validURLs(in.URLs); err != nil {
@@ -110,7 +112,12 @@ func (a *Activities) SwapRegionEndpoints(ctx context.Context, in SwapRegionEndpo
 		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no rack secret named %q in the rack's configuration", in.Secret), ErrUnknownSecret, nil)
 	}
-	info, err := a.rack.MoveToRegion(ctx, in.URLs, secret)
+	var info api.Info
+	err := heartbeat.While(ctx, func(ctx context.Context) error {
+		var err error
+		info, err = a.rack.MoveToRegion(ctx, in.URLs, secret)
+		return err
+	})
 	var p permanent
 	if errors.As(err, &p) && p.Permanent() {
 		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrRegistrationRefused, err)

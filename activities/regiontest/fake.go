@@ -244,12 +244,24 @@ func (r *Region) DeleteMachine(_ context.Context, key, _ string) error {
 	if err != nil {
 		return err
 	}
-	delete(r.machines, m.Uuid)
-	delete(r.snapshots, m.Uuid)
-	for _, j := range r.jobsOf(m.Uuid) {
+	r.remove(m.Uuid)
+	return nil
+}
+
+// Delete removes a machine, its snapshot and its jobs without going through the API (as a
+// DELETE in the region's database would).
+func (r *Region) Delete(uuid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.remove(uuid)
+}
+
+func (r *Region) remove(uuid string) {
+	delete(r.machines, uuid)
+	delete(r.snapshots, uuid)
+	for _, j := range r.jobsOf(uuid) {
 		delete(r.jobs, j.Uuid)
 	}
-	return nil
 }
 
 // MintTicket implements activities.Region.
@@ -376,18 +388,41 @@ func (r *Region) FinalizeMigration(_ context.Context, key string, req api.Finali
 	if err != nil {
 		return m, err
 	}
+	return r.stub(m, req.RedirectEndpoint), nil
+}
+
+// stub turns m into the seed's locked stub redirecting to endpoint, with its jobs archived.
+func (r *Region) stub(m api.Machine, endpoint string) api.Machine {
 	m.Locked, m.Runnable, m.Available = true, false, true
 	m.BootEnv, m.Stage, m.Workflow, m.CurrentJob, m.CurrentTask = "local", "none", "", "", 0
-	m.Description = "Migrated to " + req.RedirectEndpoint
+	m.Description = "Migrated to " + endpoint
 	m.Tasks, m.Profiles, m.Params, m.Pool, m.PoolStatus = []string{}, []string{}, map[string]any{}, "", ""
-	m.Meta[api.MetaRedirectEndpoint] = req.RedirectEndpoint
+	m.Meta[api.MetaRedirectEndpoint] = endpoint
 	r.machines[m.Uuid] = m
 	for _, j := range r.jobsOf(m.Uuid) {
 		j.Archived = true
-		j.Meta[api.MetaRedirectEndpoint] = req.RedirectEndpoint
+		j.Meta[api.MetaRedirectEndpoint] = endpoint
 		r.jobs[j.Uuid] = j
 	}
-	return cloneMachine(m), nil
+	return cloneMachine(m)
+}
+
+// RedirectCopy implements activities.Region: an inactive copy becomes a stub redirecting to
+// the endpoint; an active machine is a conflict.
+func (r *Region) RedirectCopy(_ context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("RedirectCopy", key, true); err != nil {
+		return api.Machine{}, err
+	}
+	m, err := r.lookup(key)
+	if err != nil {
+		return m, err
+	}
+	if m.Runnable {
+		return m, apiErr(http.StatusConflict, "machine %s is active", m.Uuid)
+	}
+	return r.stub(m, req.RedirectEndpoint), nil
 }
 
 // RestoreMigration implements activities.Region: the machine and its jobs come back from the

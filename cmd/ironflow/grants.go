@@ -57,31 +57,31 @@ func requireToken(cmd *cobra.Command) error {
 
 // requireSourceOperator refuses unless the caller is an operator or admin of the -E region
 // and, when the workflow id names its source region, -E is that region.
-func requireSourceOperator(ctx context.Context, cmd *cobra.Command, tc client.Client, id string) error {
+func requireSourceOperator(ctx context.Context, cmd *cobra.Command, tc client.Client, id string) (api.Whoami, error) {
 	rc := regionClient(cmd)
 	who, err := rc.Whoami(ctx)
 	if err != nil {
-		return fmt.Errorf("cancelling a migration takes an operator or admin token of its source region (-E): %w", err)
+		return who, fmt.Errorf("acting on a migration takes an operator or admin token of its source region (-E): %w", err)
 	}
 	if !slices.Contains([]string{api.RoleAdmin, api.RoleOperator}, who.Role) {
-		return fmt.Errorf("%s has role %s on the -E region; cancelling a migration takes operator or admin", who.User, who.Role)
+		return who, fmt.Errorf("%s has role %s on the -E region; acting on a migration takes operator or admin", who.User, who.Role)
 	}
 	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return notFoundAsMigration(id, err)
+		return who, notFoundAsMigration(id, err)
 	}
 	source := keyword(desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SourceRegionKey.GetName()])
 	if source == "" {
-		return nil
+		return who, nil
 	}
 	info, err := rc.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("-E region: %w", err)
+		return who, fmt.Errorf("-E region: %w", err)
 	}
 	if info.Name != source {
-		return fmt.Errorf("-E is region %s, but %s moves from region %s: cancel it with an operator or admin token of %s", info.Name, id, source, source)
+		return who, fmt.Errorf("-E is region %s, but %s moves from region %s: act on it with an operator or admin token of %s", info.Name, id, source, source)
 	}
-	return nil
+	return who, nil
 }
 
 // newMigrateGrantCommand prints a grant for a Temporal CLI start (README).

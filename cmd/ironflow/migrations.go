@@ -136,7 +136,7 @@ transfer-rack/<rack uuid> for a rack (ironflow racks transfer). These commands l
 cancel them, start bulk migrations, and manage bulk migration schedules.`,
 	}
 	addTemporalFlags(c)
-	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand())
+	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand(), newMigrationsCompensationCommand())
 	c.AddCommand(newBulkMigrationCommands()...)
 	return c
 }

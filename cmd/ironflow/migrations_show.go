@@ -69,6 +69,10 @@ func newMigrationsShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if d.Input != nil {
+				redacted := d.Input.Redacted() // a user's ticket may still be unspent
+				d.Input = &redacted
+			}
 			return render(cmd, d, []migrationDetail{d}, migrationDetailColumns)
 		},
 	}
@@ -217,7 +221,7 @@ func newMigrationsCancelCommand() *cobra.Command {
 				return fmt.Errorf("migration %s already finished (%s at %s): there is nothing to cancel; see ironflow migrations show %s",
 					id, nameOfStatus(info.GetStatus()), cellTime(info.GetCloseTime().AsTime()), id)
 			}
-			if err := requireSourceOperator(cmd.Context(), cmd, tc, id); err != nil {
+			if _, err := requireSourceOperator(cmd.Context(), cmd, tc, id); err != nil {
 				return err
 			}
 			if err := tc.CancelWorkflow(cmd.Context(), id, ""); err != nil {

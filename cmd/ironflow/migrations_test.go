@@ -76,7 +76,7 @@ func TestMigrateWaitPrintsPhasesThenTheResult(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	phases := strings.Split(strings.TrimSpace(errOut.String()), "\n")
-	order := []string{workflows.PhaseValidating, workflows.PhaseMintingTicket, workflows.PhaseQuiescing, workflows.PhaseCopying,
+	order := []string{workflows.PhaseValidating, workflows.PhaseQuiescing, workflows.PhaseCopying,
 		workflows.PhaseFinalizing, workflows.PhaseActivating, workflows.PhaseCompleted}
 	last := -1
 	for _, p := range phases {
@@ -93,7 +93,7 @@ func TestMigrateWaitPrintsPhasesThenTheResult(t *testing.T) {
 	if res.MachineUuid != s.machine || res.MachineName != "birdy" || res.TargetEndpoint != "https://region-b.example:5240" || res.Jobs != 2 {
 		t.Errorf("result %+v", res)
 	}
-	want := []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"}
+	want := []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"}
 	if got := s.fake.called(s.workflowID); !slices.Equal(got, want) {
 		t.Errorf("activities %v, want %v", got, want)
 	}
@@ -173,7 +173,7 @@ func TestMigrationLifecycle(t *testing.T) {
 	eventually(t, func() string {
 		return listed(t, []string{"--machine", s.machine}, s.workflowID, "canceled", workflows.PhaseCanceled)
 	})
-	wantCalls := []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "DeleteImportedCopy", "Unquiesce"}
+	wantCalls := []string{"ValidateMigration", "Quiesce", "ExportImport", "UndoCopy", "Unquiesce"}
 	if got := s.fake.called(s.workflowID); !slices.Equal(got, wantCalls) {
 		t.Errorf("activities %v, want the compensations in reverse: %v", got, wantCalls)
 	}
@@ -286,7 +286,7 @@ func TestHelpShowsTheTemporalCLIEquivalent(t *testing.T) {
 	eventually(t, func() string {
 		return listed(t, []string{"--machine", s.machine}, s.workflowID, "completed", workflows.PhaseCompleted)
 	})
-	want := []string{"ValidateMigration", "MintTicket", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"}
+	want := []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate"}
 	if got := s.fake.called(s.workflowID); !slices.Equal(got, want) {
 		t.Errorf("activities %v, want %v", got, want)
 	}

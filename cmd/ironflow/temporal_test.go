@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
@@ -241,6 +242,13 @@ func (f *fakeActivities) MintTicket(ctx context.Context, targetRegion string) (s
 
 func (f *fakeActivities) ExportImport(ctx context.Context, in activities.CopyInput) (activities.CopyResult, error) {
 	id := f.record(ctx, "ExportImport")
+	if in.Ticket == "" { // as the real activity: mint one on the target
+		t, err := signers[in.TargetRegion].Mint(time.Now(), 0)
+		if err != nil {
+			return activities.CopyResult{}, err
+		}
+		in.Ticket = t.Token
+	}
 	claims, err := signers[in.TargetRegion].Verify(in.Ticket, time.Now(), tickets.ScopeImport)
 	if err != nil {
 		return activities.CopyResult{}, temporal.NewNonRetryableApplicationError("import refused: "+err.Error(), activities.ErrRegionRefused, err)
@@ -250,10 +258,16 @@ func (f *fakeActivities) ExportImport(ctx context.Context, in activities.CopyInp
 	gate := f.gates[id]
 	f.mu.Unlock()
 	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return activities.CopyResult{}, ctx.Err()
+		err := heartbeat.While(ctx, func(ctx context.Context) error { // as the real activity
+			select {
+			case <-gate:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil {
+			return activities.CopyResult{}, err
 		}
 	}
 	return activities.CopyResult{Jobs: 2, Profiles: 2}, nil
@@ -271,6 +285,11 @@ func (f *fakeActivities) Unquiesce(ctx context.Context, _ activities.MachineRef)
 
 func (f *fakeActivities) DeleteImportedCopy(ctx context.Context, _ activities.MachineRef) error {
 	f.record(ctx, "DeleteImportedCopy")
+	return nil
+}
+
+func (f *fakeActivities) UndoCopy(ctx context.Context, _ activities.UndoCopyInput) error {
+	f.record(ctx, "UndoCopy")
 	return nil
 }
 

@@ -27,6 +27,7 @@ func (s *Server) migrationRoutes() {
 	s.handle(route{pattern: "POST " + item + "/activate", resource: api.KindMachines, write: true, h: s.machineAction(s.st.Activate)})
 	// The ticket alone authorises an import: the source's worker holds no token of this region.
 	s.handle(route{pattern: "POST " + p + "/" + api.KindMachines + "/import", public: true, h: s.importMachine})
+	s.migrationUndoRoutes()
 }
 
 // machineAction serves a bodiless POST that changes the machine at {key} and answers with it.

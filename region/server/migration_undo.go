@@ -1,0 +1,26 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/store"
+)
+
+// migrationUndoRoutes registers the undo of an import whose agent may have moved
+// (store.RedirectCopy): POST .../machines/{key}/redirect-copy with a FinalizeRequest.
+func (s *Server) migrationUndoRoutes() {
+	item := api.PathPrefix + "/" + api.KindMachines + "/{key}"
+	s.handle(route{pattern: "POST " + item + "/redirect-copy", resource: api.KindMachines, write: true, h: s.redirectCopy})
+}
+
+func (s *Server) redirectCopy(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.FinalizeRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	return s.machineAction(func(ctx context.Context, by store.Principal, key string) (api.Machine, error) {
+		return s.st.RedirectCopy(ctx, by, key, req.RedirectEndpoint)
+	})(w, r, c)
+}

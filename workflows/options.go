@@ -1,0 +1,106 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// promiseChange is the GetVersion change ID of the runs that keep the promise at every point
+// (issue 10): the ticket minted inside the copy, steps that change state waited for when
+// cancelled, undos that retry until they succeed and never destroy the last copy, the agent
+// brought back after a rollback, and the steps after the commit point finished whatever
+// happens. Runs recorded before replay their old command sequence.
+const promiseChange = "keep-promise"
+
+// keepsPromise reports whether this run takes the promiseChange paths.
+func keepsPromise(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, promiseChange, workflow.DefaultVersion, 1) >= 1
+}
+
+// Activity options. Forward steps give up after a bounded number of retries (and then
+// compensate); compensations and the steps after the commit point must not be abandoned.
+var (
+	regionCallOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	}
+	copyOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         regionCallOptions.RetryPolicy,
+	}
+	// Runs recorded before promiseChange gave compensations and the steps after the commit
+	// point an hour.
+	mustFinishOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+	}
+	// finishOptions retry until the step succeeds: the steps after a commit point.
+	finishOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         mustFinishOptions.RetryPolicy,
+	}
+	// undoOptions give one try of an undo a few attempts; Compensations.Run retries the undo
+	// itself, with a backoff, until it succeeds or an operator steps in.
+	undoOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+	}
+	// A cancelled activation is waited for, so the check of the target that follows sees
+	// whether it took effect.
+	activateOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    mustFinishOptions.StartToCloseTimeout,
+		ScheduleToCloseTimeout: mustFinishOptions.ScheduleToCloseTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy:            mustFinishOptions.RetryPolicy,
+	}
+	// ESXi steps may wait for the machine's agent to take ad-hoc jobs. They heartbeat, and the
+	// workflow waits for a cancelled step to stop before Cleanup touches the host.
+	esxiStepOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		WaitForCancellation: true,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+	}
+	esxiCleanupOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    15 * time.Minute,
+		ScheduleToCloseTimeout: 2 * time.Hour,
+		HeartbeatTimeout:       time.Minute,
+		WaitForCancellation:    true,
+		RetryPolicy:            mustFinishOptions.RetryPolicy,
+	}
+)
+
+// waitedForOnCancel is o for a step that changes state and may outlast a request: it
+// heartbeats (package activities/heartbeat), so a cancel reaches it, and the workflow waits
+// for it to stop before it undoes anything. A cancel reaches the activity with the answer
+// to a heartbeat, which the SDK sends at most every 0.8 HeartbeatTimeout: the timeout is
+// short so a cancel takes seconds.
+func waitedForOnCancel(o workflow.ActivityOptions) workflow.ActivityOptions {
+	o.HeartbeatTimeout = 10 * time.Second
+	o.WaitForCancellation = true
+	return o
+}
+
+// stepOptions are the options of one run: those it was recorded with, or the promiseChange ones.
+type stepOptions struct {
+	copy, undo, finish, rackSwap, esxiUndo workflow.ActivityOptions
+}
+
+func optionsFor(promise bool) stepOptions {
+	if !promise {
+		return stepOptions{copy: copyOptions, undo: mustFinishOptions, finish: mustFinishOptions, rackSwap: rackCallOptions, esxiUndo: esxiCleanupOptions}
+	}
+	esxiUndo := esxiCleanupOptions
+	esxiUndo.ScheduleToCloseTimeout = 0
+	esxiUndo.RetryPolicy = undoOptions.RetryPolicy
+	return stepOptions{
+		copy:     waitedForOnCancel(copyOptions),
+		undo:     undoOptions,
+		finish:   finishOptions,
+		rackSwap: waitedForOnCancel(rackCallOptions),
+		esxiUndo: esxiUndo,
+	}
+}

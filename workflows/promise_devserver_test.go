@@ -1,0 +1,251 @@
+package workflows_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/workers"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// On a real server an undo that fails waits for its backoff, and an operator's retry Update
+// runs it again at once; the run is undone and the Update is audited in the progress. With
+// -record it writes the history, which covers the compensation loop and the Update.
+func TestMigrateMachineCompensationUpdateOnDevServer(t *testing.T) {
+	c := devServer(t)
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	east.Put(birdy())
+	east.PutJobs(birdyJobs(api.JobFinished)...)
+	east.Fail("FinalizeMigration", http.StatusUnprocessableEntity, -1)
+	west.Fail("RedirectCopy", http.StatusForbidden, 1)
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
+		var p workflows.Progress
+		if err == nil && v.Get(&p) == nil && len(p.Errors) > 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the undo did not fail")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "token fixed", By: "alice"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var note string
+	if err := h.Get(ctx, &note); err != nil || !strings.Contains(note, "alice asked to retry") {
+		t.Fatalf("update answer %q, %v", note, err)
+	}
+	if err := run.Get(ctx, nil); errorType(err) != activities.ErrRegionRefused {
+		t.Fatalf("workflow error %v, want the refused finalize", err)
+	}
+	if m, _ := east.Machine(birdyUUID); !m.Runnable {
+		t.Errorf("source not restored: %+v", m)
+	}
+	if m, ok := west.Machine(birdyUUID); !ok || !isStubTo(m, "https://east.example:5240") {
+		t.Errorf("target holds %+v (present %v), want a stub redirecting to east", m, ok)
+	}
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_migrate_machine_compensation_update_history.json"))
+	}
+}
+
+// An ESXi host the worker cannot reach fails the repoint; the undo leaves the host alone
+// (Prepare changed nothing) and restores the source. With -record it writes the history.
+func TestMigrateMachineESXiFailureOnDevServer(t *testing.T) {
+	c := devServer(t)
+	journal := &regiontest.Journal{}
+	regions := map[string]*secretRegion{
+		"https://east.example:5240": {Region: regiontest.New("east", "https://east.example:5240", journal), secrets: map[string]string{}},
+		"https://west.example:5240": {Region: regiontest.New("west", "https://west.example:5240", journal), secrets: map[string]string{}},
+	}
+	east := regions["https://east.example:5240"]
+	m := birdy()
+	m.OS = "esxi-8.0u2" // no Address: SSH cannot reach it
+	east.Put(m)
+	east.PutJobs(birdyJobs(api.JobFinished)...)
+	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
+		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
+	}, func(rc activities.RegionConfig) activities.Region { return regions[rc.URL] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: resolver})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); errorType(err) != activities.ErrHostUnusable {
+		t.Fatalf("workflow error %v, want %s", err, activities.ErrHostUnusable)
+	}
+	if got, _ := east.Machine(birdyUUID); !got.Runnable {
+		t.Errorf("source not restored: %+v", got)
+	}
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_migrate_machine_esxi_failure_history.json"))
+	}
+}
+
+// A bulk run whose first machine fails continues as new with the rest; the failure travels
+// in the continuation. With -record both runs' histories are written.
+func TestBulkMigrateFailuresAcrossContinueAsNewOnDevServer(t *testing.T) {
+	c := devServer(t)
+	names := []string{"fail-a", "fail-b", "fail-c"}
+	uuids := []string{"4f6f8e0a-0000-4000-8000-00000000000a", "4f6f8e0a-0000-4000-8000-00000000000b", "4f6f8e0a-0000-4000-8000-00000000000c"}
+	west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	west.Fail("Import", http.StatusUnprocessableEntity, 1) // the first machine's import is refused
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Names: names}, Window: 1, MachinesPerRun: 2}
+	run, err := c.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("with-failures"), workflows.BulkMigrate, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRunID := run.GetRunID()
+	var res workflows.BulkMigrateResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids[1:]) || len(res.Failed) != 1 || res.Failed[0].Machine != uuids[0] {
+		t.Errorf("result %+v, want %s failed and the rest migrated", res, uuids[0])
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastRunID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if lastRunID == firstRunID {
+		t.Fatal("the bulk migration did not continue as new")
+	}
+	if *record {
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), firstRunID), filepath.Join(bulkHistoryDir, "keep_promise_bulk_failures_continued_as_new_history.json"))
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), lastRunID), filepath.Join(bulkHistoryDir, "keep_promise_bulk_failures_continuation_history.json"))
+	}
+}
+
+// slowImport is a region whose Import waits for release (the import in flight when the
+// migration is cancelled), and lands anyway.
+type slowImport struct {
+	*regiontest.Region
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *slowImport) Import(ctx context.Context, req api.ImportRequest) (api.Machine, error) {
+	close(r.started)
+	<-r.release
+	return r.Region.Import(context.WithoutCancel(ctx), req)
+}
+
+// Item 4 of issue 10, on a real server: a cancel during the copy waits for the copy to stop
+// (the activity heartbeats and is waited for) before the undo runs, so the undo removes what
+// the import left instead of running beside it and leaving an orphan copy on the target.
+func TestMigrateMachineCancelDuringCopyOnDevServer(t *testing.T) {
+	c := devServer(t)
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := &slowImport{Region: regiontest.New("west", "https://west.example:5240", journal), started: make(chan struct{}), release: make(chan struct{})}
+	east.Put(birdy())
+	east.PutJobs(birdyJobs(api.JobFinished)...)
+	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
+		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
+	}, func(rc activities.RegionConfig) activities.Region {
+		if rc.URL == "https://west.example:5240" {
+			return west
+		}
+		return east
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: resolver})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-west.started
+	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	// The workflow asks the copy to stop in the same workflow task as it would schedule the
+	// undo without waiting: once the request is in history, no undo may be there yet.
+	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
+		time.Sleep(20 * time.Millisecond) // polling the history for the request
+	}
+	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "UndoCopy") {
+		t.Error("the undo of the copy was scheduled while the copy still ran")
+	}
+	close(west.release)
+	if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
+		t.Fatalf("workflow error %v, want a cancelled migration", err)
+	}
+	if m, ok := west.Machine(birdyUUID); ok {
+		t.Errorf("the target holds %+v after the cancelled copy: an orphan copy", m)
+	}
+	if m, _ := east.Machine(birdyUUID); !m.Runnable {
+		t.Errorf("source not unquiesced: %+v", m)
+	}
+}
+
+// historyHas reports whether run's history has an event of type typ (for a scheduled
+// activity: of activity type activity).
+func historyHas(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, typ enums.EventType, activity string) bool {
+	t.Helper()
+	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.GetEventType() != typ {
+			continue
+		}
+		if activity == "" || e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activity {
+			return true
+		}
+	}
+	return false
+}
