@@ -21,7 +21,7 @@ import (
 func TestMigrateMachineCancelDuringDeleteStubCompletes(t *testing.T) {
 	f := newFixture(t)
 	f.env.OnActivity(a.DeleteStub, mock.Anything, mock.Anything).After(time.Hour).Return(func(ctx context.Context, ref activities.MachineRef) error {
-		return f.east.DeleteMachine(ctx, ref.Machine)
+		return f.east.DeleteMachine(ctx, ref.Machine, ref.Migration)
 	})
 	f.env.RegisterDelayedCallback(f.env.CancelWorkflow, time.Minute)
 	in := input()
