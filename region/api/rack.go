@@ -10,7 +10,8 @@ import "time"
 //	     Registering again with the same Uuid is idempotent and returns a fresh token.
 //	GET  /api/v1/racks/{uuid}/config      -> RackConfig, with an ETag; If-None-Match -> 304
 //	POST /api/v1/racks/{uuid}/heartbeat   RackHeartbeat -> Rack (LastSeen and Status updated)
-//	POST /api/v1/racks/{uuid}/leases      []Lease -> LeaseSyncResult (batch upsert by Subnet+Addr)
+//	POST /api/v1/racks/{uuid}/leases      []Lease -> LeaseSyncResult (batch upsert by Subnet+Addr;
+//	     invalid leases are refused one by one in Rejected, the rest are stored)
 //
 // Calls after registration use the rack's token (role rack, user "rack:<uuid>").
 // A rack's Status is derived: "online" when seen within 3 heartbeat intervals, "degraded" when
@@ -65,9 +66,20 @@ type RackHeartbeat struct {
 	CurrentRegion string `json:"CurrentRegion"`
 }
 
-// LeaseSyncResult says how many leases the region stored.
+// LeaseSyncResult says how many leases of a batch the region stored and which it refused.
+// A refused lease is refused for good (it is malformed, or names an address the rack does not
+// serve): the rack drops it rather than sending it again.
 type LeaseSyncResult struct {
-	Stored int `json:"Stored"`
+	Stored   int              `json:"Stored"`
+	Rejected []LeaseRejection `json:"Rejected,omitempty"`
+}
+
+// LeaseRejection is one lease of a batch the region refused, by its 0-based Index in the batch.
+type LeaseRejection struct {
+	Index int    `json:"Index"`
+	IP    string `json:"IP"`
+	MAC   string `json:"MAC"`
+	Error string `json:"Error"`
 }
 
 // RackHeartbeatInterval is how often racks report; the region derives Status from it.
