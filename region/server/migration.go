@@ -21,7 +21,8 @@ func (s *Server) migrationRoutes() {
 	s.handle(route{pattern: "POST " + p + "/migrate-tickets", resource: resTickets, write: true, h: s.mintTicket})
 	s.handle(route{pattern: "POST " + item + "/quiesce", resource: api.KindMachines, write: true, h: s.quiesce})
 	s.handle(route{pattern: "POST " + item + "/unquiesce", resource: api.KindMachines, write: true, h: s.machineAction(s.st.Unquiesce)})
-	s.handle(route{pattern: "GET " + item + "/export", resource: api.KindMachines, h: s.export})
+	// A bundle carries the machine's agent Secret: only roles that may read secrets export.
+	s.handle(route{pattern: "GET " + item + "/export", resource: resSecrets, h: s.export})
 	s.handle(route{pattern: "POST " + item + "/finalize-migration", resource: api.KindMachines, write: true, h: s.finalizeMigration})
 	s.handle(route{pattern: "POST " + item + "/restore-migration", resource: api.KindMachines, write: true, h: s.machineAction(s.st.RestoreMigration)})
 	s.handle(route{pattern: "POST " + item + "/activate", resource: api.KindMachines, write: true, h: s.machineAction(s.st.Activate)})

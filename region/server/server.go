@@ -130,6 +130,10 @@ func (s *Server) handle(rt route) {
 				s.writeError(w, r, forbidden(by.Role, rt.resource, rt.write))
 				return
 			}
+			if err := refuseSecretLookups(r, by.Role); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
 			c.by, c.own = by, acc == ownOnly
 		}
 		if err := rt.h(w, r, c); err != nil {
