@@ -2,11 +2,11 @@ package server
 
 import (
 	"cmp"
-	"errors"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
