@@ -114,7 +114,7 @@ func (s *Server) mintTicket(w http.ResponseWriter, r *http.Request, c *call) err
 // 403 when it was minted for another region or another use. Single use is the store's part.
 func (s *Server) verifyTicket(ctx context.Context, token string) (store.TicketUse, error) {
 	if token == "" {
-		return store.TicketUse{}, errorf(http.StatusUnauthorized, "an import needs a migrate ticket (POST %s/migrate-tickets on this region)", api.PathPrefix)
+		return store.TicketUse{}, errorf(http.StatusUnauthorized, "an import needs a migrate ticket in the %s header (POST %s/migrate-tickets on this region)", api.TicketHeader, api.PathPrefix)
 	}
 	claims, err := tickets.Parse(token)
 	if err != nil {
@@ -137,13 +137,15 @@ func (s *Server) verifyTicket(ctx context.Context, token string) (store.TicketUs
 	return store.TicketUse{ID: claims.ID, Expires: time.Unix(claims.Expires, 0)}, nil
 }
 
+// importMachine verifies the ticket of the header before it reads the body: the route is
+// public, and a bundle may be large.
 func (s *Server) importMachine(w http.ResponseWriter, r *http.Request, _ *call) error {
-	var req api.ImportRequest
-	if err := decodeBodyUpTo(w, r, &req, maxImportBody); err != nil {
+	use, err := s.verifyTicket(r.Context(), r.Header.Get(api.TicketHeader))
+	if err != nil {
 		return err
 	}
-	use, err := s.verifyTicket(r.Context(), req.Ticket)
-	if err != nil {
+	var req api.ImportRequest
+	if err := decodeBodyUpTo(w, r, &req, maxImportBody); err != nil {
 		return err
 	}
 	m, err := s.st.Import(r.Context(), use, req.Bundle, s.cfg.PublicURL)
