@@ -47,7 +47,8 @@ func decodeBodyUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) 
 }
 
 // decodeStrict decodes exactly one JSON value into v, refusing unknown fields and trailing
-// data, with a 400 message naming the field or the (0-based) byte offset at fault.
+// data, with a 400 message naming the field or the (0-based) byte offset at fault. Strings
+// holding NUL or invalid UTF-8 are refused too (checkJSONText).
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -58,7 +59,7 @@ func decodeStrict(data []byte, v any) error {
 	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return errorf(http.StatusBadRequest, "unexpected data after the JSON value at offset %d", len(data)-len(rest))
 	}
-	return nil
+	return checkJSONText(data)
 }
 
 func describeJSONError(err error) string {

@@ -119,6 +119,10 @@ func (s *Server) handle(rt route) {
 	s.patterns[rt.pattern] = true
 	s.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 		c := &call{}
+		if err := checkRequestText(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if !rt.public {
 			by, err := s.authenticate(r)
 			if err != nil {
