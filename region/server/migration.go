@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -63,6 +64,9 @@ func (s *Server) finalizeMigration(w http.ResponseWriter, r *http.Request, c *ca
 }
 
 func (s *Server) export(w http.ResponseWriter, r *http.Request, _ *call) error {
+	if err := extendDeadlines(w, importTimeout); err != nil {
+		return fmt.Errorf("extend the export's deadlines: %w", err)
+	}
 	b, err := s.st.Export(r.Context(), r.PathValue("key"))
 	if err != nil {
 		return err
@@ -143,6 +147,9 @@ func (s *Server) importMachine(w http.ResponseWriter, r *http.Request, _ *call) 
 	use, err := s.verifyTicket(r.Context(), r.Header.Get(api.TicketHeader))
 	if err != nil {
 		return err
+	}
+	if err := extendDeadlines(w, importTimeout); err != nil {
+		return fmt.Errorf("extend the import's deadlines: %w", err)
 	}
 	var req api.ImportRequest
 	if err := decodeBodyUpTo(w, r, &req, maxImportBody); err != nil {

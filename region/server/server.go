@@ -28,6 +28,8 @@ type Config struct {
 	RackSecret  string // secret racks register with (IRONFLOW_RACK_SECRET); "" mints one stored in the database
 	Version     string // reported by /api/v1/info
 	Logger      *slog.Logger
+	Limits      Limits    // HTTP limits; zero fields take DefaultLimits
+	Retention   Retention // how long audit events are kept; zero keeps them all
 }
 
 const (
@@ -246,10 +248,10 @@ func (p *headerProbe) Write(b []byte) (int, error) {
 // listed in Info.Endpoints as soon as it answers.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Handler:  s.Handler(),
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	ln = s.cfg.Limits.orDefault().apply(srv, ln)
 	s.heartbeat(ctx)
 	g, ctx := errgroup.WithContext(ctx)
 	// Requests end with the server: an agent's long poll (up to a minute) answers 204 at
@@ -271,6 +273,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
+	g.Go(func() error { return s.pruneEvents(ctx) })
 	g.Go(func() error {
 		tick := time.NewTicker(heartbeatInterval)
 		defer tick.Stop()
