@@ -177,7 +177,7 @@ func (s *Server) syncRackLeases(w http.ResponseWriter, r *http.Request, c *call)
 		return err
 	}
 	var batch []api.Lease
-	if err := decodeBody(w, r, &batch); err != nil {
+	if err := decodeBodyForStore(w, r, &batch); err != nil {
 		return err
 	}
 	res, err := s.st.SyncLeases(r.Context(), c.by, id, batch)
