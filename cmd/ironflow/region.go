@@ -25,8 +25,6 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"listen", "IRONFLOW_LISTEN", ":5240", "address of the HTTP API"},
 	{"name", "IRONFLOW_REGION_NAME", "", "region name (default: the host name)"},
 	{"public-url", "IRONFLOW_PUBLIC_URL", "", "URL racks, clients and other regions reach this region at"},
-	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
-	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 	{"read-timeout", "IRONFLOW_READ_TIMEOUT", server.DefaultLimits.ReadTimeout.String(), "time to read a whole request (migration imports get 10m once their ticket is verified)"},
 	{"write-timeout", "IRONFLOW_WRITE_TIMEOUT", server.DefaultLimits.WriteTimeout.String(), "time to write an answer (agent long polls and exports extend theirs)"},
 	{"idle-timeout", "IRONFLOW_IDLE_TIMEOUT", server.DefaultLimits.IdleTimeout.String(), "time a keep-alive connection may idle"},
@@ -34,6 +32,8 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"max-conns", "IRONFLOW_MAX_CONNS", strconv.Itoa(server.DefaultLimits.MaxConns), "connections served at once"},
 	{"events-max-age", "IRONFLOW_EVENTS_MAX_AGE", "2160h", "delete audit events older than this (0: keep)"},
 	{"events-max-count", "IRONFLOW_EVENTS_MAX_COUNT", "1000000", "keep at most this many audit events (0: no bound)"},
+	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
+	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by `ironflow racks secret`)"},
 }
 
 func newRegionServeCommand() *cobra.Command {
