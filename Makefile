@@ -42,10 +42,15 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/
 
-# Bounded fuzzing of the packet and path parsers.
+# Bounded fuzzing of the packet and path parsers, and of the region's request decoding,
+# keys and filters.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 30s ./rack/dhcp/
 	$(GO) test -run '^$$' -fuzz FuzzResolve -fuzztime 30s ./rack/bootfs/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeObject -fuzztime 20s ./region/server/
+	$(GO) test -run '^$$' -fuzz FuzzListQuery -fuzztime 20s ./region/server/
+	$(GO) test -run '^$$' -fuzz FuzzParseKey -fuzztime 20s ./region/store/
+	$(GO) test -run '^$$' -fuzz FuzzParseFilter -fuzztime 20s ./region/store/
 
 dev: build tools
 	$(IRONFLOW) dev

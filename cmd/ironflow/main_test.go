@@ -387,27 +387,29 @@ func TestEnvironmentFallbacks(t *testing.T) {
 }
 
 func TestServeConfig(t *testing.T) {
+	limits, retention := server.DefaultLimits, server.Retention{MaxAge: 90 * 24 * time.Hour, MaxCount: 1000000}
 	tests := []struct {
 		name string
 		env  map[string]string
 		args []string
 		want server.Config
 	}{
-		{"defaults", nil, nil, server.Config{Listen: ":5240", Version: version}},
+		{"defaults", nil, nil, server.Config{Listen: ":5240", Version: version, Limits: limits, Retention: retention}},
 		{"environment", map[string]string{
 			"IRONFLOW_DATABASE_URL": "postgres://env/db", "IRONFLOW_LISTEN": ":6000", "IRONFLOW_REGION_NAME": "drp1",
 			"IRONFLOW_PUBLIC_URL": "https://drp1:8092", "IRONFLOW_ADMIN_TOKEN": "t0k",
-		}, nil, server.Config{DatabaseURL: "postgres://env/db", Listen: ":6000", Name: "drp1", PublicURL: "https://drp1:8092", AdminToken: "t0k", Version: version}},
-		{"flags win", map[string]string{"IRONFLOW_DATABASE_URL": "postgres://env/db", "IRONFLOW_REGION_NAME": "drp1"},
-			[]string{"--database-url", "postgres://flag/db", "--listen", "127.0.0.1:7000", "--name", "drp2", "--public-url", "https://drp2:8092", "--admin-token", "flagtok"},
-			server.Config{DatabaseURL: "postgres://flag/db", Listen: "127.0.0.1:7000", Name: "drp2", PublicURL: "https://drp2:8092", AdminToken: "flagtok", Version: version}},
+			"IRONFLOW_READ_TIMEOUT": "5s", "IRONFLOW_MAX_CONNS": "10", "IRONFLOW_EVENTS_MAX_AGE": "0s", "IRONFLOW_EVENTS_MAX_COUNT": "50",
+		}, nil, server.Config{DatabaseURL: "postgres://env/db", Listen: ":6000", Name: "drp1", PublicURL: "https://drp1:8092", AdminToken: "t0k", Version: version,
+			Limits:    server.Limits{ReadTimeout: 5 * time.Second, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout, MaxHeaderBytes: limits.MaxHeaderBytes, MaxConns: 10},
+			Retention: server.Retention{MaxCount: 50}}},
+		{"flags win", map[string]string{"IRONFLOW_DATABASE_URL": "postgres://env/db", "IRONFLOW_REGION_NAME": "drp1", "IRONFLOW_IDLE_TIMEOUT": "1s"},
+			[]string{"--database-url", "postgres://flag/db", "--listen", "127.0.0.1:7000", "--name", "drp2", "--public-url", "https://drp2:8092", "--admin-token", "flagtok", "--idle-timeout", "2s"},
+			server.Config{DatabaseURL: "postgres://flag/db", Listen: "127.0.0.1:7000", Name: "drp2", PublicURL: "https://drp2:8092", AdminToken: "flagtok", Version: version,
+				Limits: server.Limits{ReadTimeout: limits.ReadTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: 2 * time.Second, MaxHeaderBytes: limits.MaxHeaderBytes, MaxConns: limits.MaxConns}, Retention: retention}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, f := range serveFlags {
-				t.Setenv(f.env, "")
-				os.Unsetenv(f.env)
-			}
+			clearServeEnv(t)
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
@@ -415,10 +417,29 @@ func TestServeConfig(t *testing.T) {
 			if err := cmd.ParseFlags(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			if got := serveConfig(cmd); got != tt.want {
-				t.Errorf("config %+v, want %+v", got, tt.want)
+			if got, err := serveConfig(cmd); err != nil || got != tt.want {
+				t.Errorf("config %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
+	}
+	t.Run("bad values", func(t *testing.T) {
+		clearServeEnv(t)
+		t.Setenv("IRONFLOW_MAX_CONNS", "many")
+		cmd := newRegionServeCommand()
+		if err := cmd.ParseFlags([]string{"--read-timeout", "-1s"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := serveConfig(cmd)
+		if err == nil || !strings.Contains(err.Error(), `--read-timeout "-1s"`) || !strings.Contains(err.Error(), `--max-conns "many"`) {
+			t.Errorf("error %v, want both bad values named", err)
+		}
+	})
+}
+
+func clearServeEnv(t *testing.T) {
+	for _, f := range serveFlags {
+		t.Setenv(f.env, "")
+		os.Unsetenv(f.env)
 	}
 }
 

@@ -2,7 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +25,13 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"listen", "IRONFLOW_LISTEN", ":5240", "address of the HTTP API"},
 	{"name", "IRONFLOW_REGION_NAME", "", "region name (default: the host name)"},
 	{"public-url", "IRONFLOW_PUBLIC_URL", "", "URL racks, clients and other regions reach this region at"},
+	{"read-timeout", "IRONFLOW_READ_TIMEOUT", server.DefaultLimits.ReadTimeout.String(), "time to read a whole request (migration imports get 10m once their ticket is verified)"},
+	{"write-timeout", "IRONFLOW_WRITE_TIMEOUT", server.DefaultLimits.WriteTimeout.String(), "time to write an answer (agent long polls and exports extend theirs)"},
+	{"idle-timeout", "IRONFLOW_IDLE_TIMEOUT", server.DefaultLimits.IdleTimeout.String(), "time a keep-alive connection may idle"},
+	{"max-header-bytes", "IRONFLOW_MAX_HEADER_BYTES", strconv.Itoa(server.DefaultLimits.MaxHeaderBytes), "largest request header"},
+	{"max-conns", "IRONFLOW_MAX_CONNS", strconv.Itoa(server.DefaultLimits.MaxConns), "connections served at once"},
+	{"events-max-age", "IRONFLOW_EVENTS_MAX_AGE", "2160h", "delete audit events older than this (0: keep)"},
+	{"events-max-count", "IRONFLOW_EVENTS_MAX_COUNT", "1000000", "keep at most this many audit events (0: no bound)"},
 	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
 	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 }
@@ -32,7 +42,10 @@ func newRegionServeCommand() *cobra.Command {
 		Short: "Serve the region API on top of PostgreSQL until interrupted",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := serveConfig(cmd)
+			cfg, err := serveConfig(cmd)
+			if err != nil {
+				return err
+			}
 			if cfg.DatabaseURL == "" {
 				return errors.New("no database: give --database-url or set IRONFLOW_DATABASE_URL")
 			}
@@ -47,12 +60,27 @@ func newRegionServeCommand() *cobra.Command {
 }
 
 // serveConfig reads the serve flags, each falling back to its environment variable.
-func serveConfig(cmd *cobra.Command) server.Config {
+func serveConfig(cmd *cobra.Command) (server.Config, error) {
 	value := make(map[string]string, len(serveFlags))
 	for _, f := range serveFlags {
 		value[f.name] = flagOrEnv(cmd, f.name, f.env)
 	}
-	return server.Config{
+	var errs []error
+	duration := func(name string) time.Duration {
+		d, err := time.ParseDuration(value[name])
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("--%s %q is not a non-negative duration", name, value[name]))
+		}
+		return d
+	}
+	count := func(name string) int {
+		n, err := strconv.Atoi(value[name])
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("--%s %q is not a non-negative integer", name, value[name]))
+		}
+		return n
+	}
+	cfg := server.Config{
 		DatabaseURL: value["database-url"],
 		Listen:      value["listen"],
 		Name:        value["name"],
@@ -60,7 +88,16 @@ func serveConfig(cmd *cobra.Command) server.Config {
 		AdminToken:  value["admin-token"],
 		RackSecret:  value["rack-secret"],
 		Version:     version,
+		Limits: server.Limits{
+			ReadTimeout:    duration("read-timeout"),
+			WriteTimeout:   duration("write-timeout"),
+			IdleTimeout:    duration("idle-timeout"),
+			MaxHeaderBytes: count("max-header-bytes"),
+			MaxConns:       count("max-conns"),
+		},
+		Retention: server.Retention{MaxAge: duration("events-max-age"), MaxCount: count("events-max-count")},
 	}
+	return cfg, errors.Join(errs...)
 }
 
 var infoColumns = []column[api.Info]{

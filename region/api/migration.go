@@ -10,7 +10,8 @@ import "time"
 //	POST /api/v1/machines/{key}/quiesce               QuiesceRequest -> Machine (source: Runnable=false, Meta.migrating, snapshot saved)
 //	POST /api/v1/machines/{key}/unquiesce             -> Machine  (source: restore Runnable/Meta from the snapshot; compensation)
 //	GET  /api/v1/machines/{key}/export                -> Bundle   (source)
-//	POST /api/v1/machines/import                      ImportRequest -> Machine (destination; authorised by the ticket; idempotent by Uuid; arrives inactive)
+//	POST /api/v1/machines/import                      ImportRequest -> Machine (destination; authorised by the ticket in
+//	                                                  TicketHeader; idempotent by Uuid; arrives inactive)
 //	POST /api/v1/machines/{key}/finalize-migration    FinalizeRequest -> Machine (source: the locked stub of the seed)
 //	POST /api/v1/machines/{key}/restore-migration     -> Machine  (source: undo finalize from the snapshot; compensation)
 //	POST /api/v1/machines/{key}/activate              -> Machine  (destination: Runnable=true, Available=true)
@@ -48,9 +49,14 @@ type QuiesceRequest struct {
 	Migration string `json:"Migration"` // workflow ID, stored in Meta.migrating
 }
 
-// ImportRequest carries a bundle and the ticket that authorises it.
+// TicketHeader carries the migrate ticket of POST /machines/import. The region verifies it
+// before it reads the body, so an unauthorised import costs it no more than its headers.
+const TicketHeader = "X-Ironflow-Ticket"
+
+// ImportRequest carries a bundle and the ticket that authorises it. The ticket travels in
+// TicketHeader, never in the body.
 type ImportRequest struct {
-	Ticket string `json:"Ticket"`
+	Ticket string `json:"-"`
 	Bundle Bundle `json:"Bundle"`
 	// Migration is the workflow ID the import belongs to; it holds the inactive copy against
 	// deletion until the machine is activated (DELETE ...?migration= releases it).

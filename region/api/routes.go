@@ -6,7 +6,7 @@ package api
 //
 //	GET    /healthz, /metrics                         (no auth)
 //	GET    /api/v1/info                               Info (no auth)
-//	GET    /api/v1/{kind}?Field=value&...             list, DRP-style filters, "offset"/"limit"
+//	GET    /api/v1/{kind}?Field=value&...             list, DRP-style filters, "offset"/"limit" (paged, see DefaultPageSize)
 //	POST   /api/v1/{kind}                             create (201, body = created object)
 //	GET    /api/v1/{kind}/{key}                       show
 //	PUT    /api/v1/{kind}/{key}                       replace
@@ -34,3 +34,12 @@ const (
 
 // PathPrefix is the prefix of every versioned API path.
 const PathPrefix = "/api/v1"
+
+// Paging of list calls (kinds and events): a list answers at most "limit" objects
+// (DefaultPageSize when absent, at most MaxPageSize) from "offset" on; when more follow, the
+// answer's HeaderNext holds the offset of the next page.
+const (
+	DefaultPageSize = 1000
+	MaxPageSize     = 5000
+	HeaderNext      = "X-Ironflow-Next"
+)

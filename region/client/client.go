@@ -117,8 +117,11 @@ type request struct {
 	method string
 	path   string // already escaped
 	query  url.Values
+	header http.Header // sent besides the defaults
 	in     any
 	out    any // *string receives the body as text, other pointers are JSON-decoded
+	// answered receives the answer's header when set.
+	answered *http.Header
 }
 
 // rawBody is sent as is with its content type.
@@ -156,11 +159,17 @@ func (c *Client) do(ctx context.Context, r request) error {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	for name, values := range r.header {
+		req.Header[name] = values
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", r.method, target, err)
 	}
 	defer resp.Body.Close()
+	if r.answered != nil {
+		*r.answered = resp.Header
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return decodeFailure(resp)
 	}

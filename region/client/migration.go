@@ -30,9 +30,11 @@ func (c *Client) Export(ctx context.Context, key string) (api.Bundle, error) {
 	return callKey[api.Bundle](ctx, c, http.MethodGet, nil, api.KindMachines, key, "export")
 }
 
-// Import creates the bundle's machine, inactive, on this (destination) region.
+// Import creates the bundle's machine, inactive, on this (destination) region. req.Ticket
+// travels in api.TicketHeader.
 func (c *Client) Import(ctx context.Context, req api.ImportRequest) (api.Machine, error) {
-	return call[api.Machine](ctx, c, request{method: http.MethodPost, path: apiPath(api.KindMachines, "import"), in: req})
+	return call[api.Machine](ctx, c, request{method: http.MethodPost, path: apiPath(api.KindMachines, "import"),
+		header: http.Header{api.TicketHeader: {req.Ticket}}, in: req})
 }
 
 // FinalizeMigration turns the machine at key on the source into a locked stub redirecting

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -33,7 +34,7 @@ func (c *Client) Racks() Resource[api.Rack]       { return For[api.Rack](c, api.
 func (c *Client) Users() Resource[api.User]       { return For[api.User](c, api.KindUsers) }
 
 // List returns the objects matching DRP-style filters (Field=value, plus "offset"/"limit");
-// nil lists everything. An empty result is an empty, non-nil slice.
+// nil lists everything, page after page. An empty result is an empty, non-nil slice.
 func (r Resource[T]) List(ctx context.Context, filters url.Values) ([]T, error) {
 	return list[T](ctx, r.c, apiPath(r.kind), filters)
 }
@@ -76,16 +77,34 @@ func (r Resource[T]) Delete(ctx context.Context, key string, force bool) error {
 	return r.c.do(ctx, request{method: http.MethodDelete, path: path, query: query})
 }
 
-// list GETs a collection; an answer of null becomes an empty slice.
+// list GETs a collection; an answer of null becomes an empty slice. Without a "limit"
+// filter it follows api.HeaderNext through every page; with one it returns that page only.
 func list[T any](ctx context.Context, c *Client, path string, filters url.Values) ([]T, error) {
-	out, err := call[[]T](ctx, c, request{method: http.MethodGet, path: path, query: filters})
-	if err != nil {
-		return nil, err
+	query := url.Values{}
+	for name, values := range filters {
+		query[name] = values
 	}
-	if out == nil {
-		out = []T{}
+	offset, _ := strconv.Atoi(query.Get("offset"))
+	out := []T{}
+	for {
+		var answered http.Header
+		page, err := call[[]T](ctx, c, request{method: http.MethodGet, path: path, query: query, answered: &answered})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		next := answered.Get(api.HeaderNext)
+		if next == "" || filters.Has("limit") {
+			return out, nil
+		}
+		// Each page must move forward, or a confused server would keep the loop going.
+		n, err := strconv.Atoi(next)
+		if err != nil || n <= offset {
+			return nil, fmt.Errorf("GET %s: %s %q does not follow offset %d", path, api.HeaderNext, next, offset)
+		}
+		offset = n
+		query.Set("offset", next)
 	}
-	return out, nil
 }
 
 func isJSONObject(data []byte) bool {

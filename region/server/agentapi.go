@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -22,6 +23,8 @@ const (
 	// jobPollInterval is how often a long poll looks for a new job. Polling keeps no
 	// connection per waiting agent; the query is an index lookup.
 	jobPollInterval = 500 * time.Millisecond
+	// pollSlack is the time a long poll gets past its wait to answer.
+	pollSlack = 10 * time.Second
 	// suggestedPollWait is the long-poll wait check-ins suggest to agents.
 	suggestedPollWait = "30s"
 )
@@ -130,6 +133,9 @@ func (s *Server) nextJob(w http.ResponseWriter, r *http.Request, m *api.Machine)
 	}
 	ctx := r.Context()
 	deadline := time.Now().Add(wait)
+	if err := extendDeadlines(w, wait+pollSlack); err != nil {
+		return fmt.Errorf("extend the long poll's deadlines: %w", err)
+	}
 	for {
 		job, err := s.st.NextJob(ctx, m.Uuid, time.Now())
 		if err != nil {

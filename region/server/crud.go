@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"strconv"
 
-	"github.com/ironflow/ironflow/region/store"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // Query parameters of list calls that are not filters.
@@ -30,9 +30,10 @@ func (s *Server) list(k kind) handlerFunc {
 			return errorf(http.StatusForbidden, "role %q must filter %s by %s=%s", c.by.Role, k.name, k.ownerField, c.by.User)
 		}
 		out := k.newList()
-		if err := s.st.List(r.Context(), k.name, opts, out); err != nil {
+		if err := s.st.List(r.Context(), k.name, opts.probe(), out); err != nil {
 			return err
 		}
+		opts.page(w, out)
 		hideSecrets(c, k, out)
 		writeList(w, out)
 		return nil
@@ -140,9 +141,10 @@ func (s *Server) remove(k kind) handlerFunc {
 	}
 }
 
-// listOptions reads offset and limit; every other query parameter is an exact-match filter.
-func listOptions(r *http.Request) (store.ListOptions, error) {
-	opts := store.ListOptions{Filters: map[string]string{}}
+// listOptions reads offset and limit (DefaultPageSize when absent, at most MaxPageSize);
+// every other query parameter is an exact-match filter.
+func listOptions(r *http.Request) (pageOptions, error) {
+	opts := pageOptions{Filters: map[string]string{}, Limit: api.DefaultPageSize}
 	for name, values := range r.URL.Query() {
 		if len(values) != 1 {
 			return opts, errorf(http.StatusBadRequest, "query parameter %s is given %d times, expected once", name, len(values))
@@ -152,6 +154,9 @@ func listOptions(r *http.Request) (store.ListOptions, error) {
 			n, err := strconv.Atoi(values[0])
 			if err != nil || n < 0 {
 				return opts, errorf(http.StatusBadRequest, "query parameter %s=%q is not a non-negative integer", name, values[0])
+			}
+			if name == paramLimit && (n < 1 || n > api.MaxPageSize) {
+				return opts, errorf(http.StatusBadRequest, "query parameter %s=%d is outside 1..%d", name, n, api.MaxPageSize)
 			}
 			if name == paramOffset {
 				opts.Offset = n

@@ -47,8 +47,28 @@ func decodeBodyUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) 
 }
 
 // decodeStrict decodes exactly one JSON value into v, refusing unknown fields and trailing
-// data, with a 400 message naming the field or the (0-based) byte offset at fault.
+// data, with a 400 message naming the field or the (0-based) byte offset at fault. Strings
+// holding NUL or invalid UTF-8 are refused too (checkJSONText).
 func decodeStrict(data []byte, v any) error {
+	if err := decodeOne(data, v); err != nil {
+		return err
+	}
+	return checkJSONText(data)
+}
+
+// decodeBodyForStore is decodeBody without the text check, for a body the store validates
+// record by record, every string included: a rack's lease batch, where one client's hostname
+// with a NUL must be refused alone rather than with its whole batch.
+func decodeBodyForStore(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeOne(body, v)
+}
+
+// decodeOne is decodeStrict without the text check.
+func decodeOne(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	dec.UseNumber() // keeps big integers exact when v is an `any`

@@ -83,10 +83,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ *call) error {
 	if err != nil {
 		return err
 	}
-	events, err := s.st.Events(r.Context(), opts)
+	events, err := s.st.Events(r.Context(), opts.probe())
 	if err != nil {
 		return err
 	}
+	opts.page(w, &events)
 	writeList(w, &events)
 	return nil
 }

@@ -52,15 +52,20 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
-// startServer serves st on a fresh 127.0.0.1 port until the test ends and returns its URL.
-func startServer(t testing.TB, st *store.Store, name string) string {
+// startServer serves st on a fresh 127.0.0.1 port until the test ends and returns its URL;
+// opts adjust the config.
+func startServer(t testing.TB, st *store.Store, name string, opts ...func(*server.Config)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	s := server.New(st, server.Config{Name: name, PublicURL: base, Version: "test-1", Logger: testLogger(t)})
+	cfg := server.Config{Name: name, PublicURL: base, Version: "test-1", Logger: testLogger(t)}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	s := server.New(st, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()

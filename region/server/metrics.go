@@ -19,6 +19,8 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// leasesRejected counts leases of rack batches refused one by one, by store.Reject*.
+	leasesRejected *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -33,8 +35,12 @@ func newMetrics() *metrics {
 			Help:    "Time to answer HTTP requests, by route pattern and method.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "method"}),
+		leasesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironflow_lease_records_rejected_total",
+			Help: "Leases of rack lease batches the region refused (the rest of each batch is stored), by reason.",
+		}, []string{"reason"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency,
+	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

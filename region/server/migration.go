@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -21,7 +22,8 @@ func (s *Server) migrationRoutes() {
 	s.handle(route{pattern: "POST " + p + "/migrate-tickets", resource: resTickets, write: true, h: s.mintTicket})
 	s.handle(route{pattern: "POST " + item + "/quiesce", resource: api.KindMachines, write: true, h: s.quiesce})
 	s.handle(route{pattern: "POST " + item + "/unquiesce", resource: api.KindMachines, write: true, h: s.machineAction(s.st.Unquiesce)})
-	s.handle(route{pattern: "GET " + item + "/export", resource: api.KindMachines, h: s.export})
+	// A bundle carries the machine's agent Secret: only roles that may read secrets export.
+	s.handle(route{pattern: "GET " + item + "/export", resource: resSecrets, h: s.export})
 	s.handle(route{pattern: "POST " + item + "/finalize-migration", resource: api.KindMachines, write: true, h: s.finalizeMigration})
 	s.handle(route{pattern: "POST " + item + "/restore-migration", resource: api.KindMachines, write: true, h: s.machineAction(s.st.RestoreMigration)})
 	s.handle(route{pattern: "POST " + item + "/activate", resource: api.KindMachines, write: true, h: s.machineAction(s.st.Activate)})
@@ -63,6 +65,9 @@ func (s *Server) finalizeMigration(w http.ResponseWriter, r *http.Request, c *ca
 }
 
 func (s *Server) export(w http.ResponseWriter, r *http.Request, _ *call) error {
+	if err := extendDeadlines(w, importTimeout); err != nil {
+		return fmt.Errorf("extend the export's deadlines: %w", err)
+	}
 	b, err := s.st.Export(r.Context(), r.PathValue("key"))
 	if err != nil {
 		return err
@@ -114,7 +119,7 @@ func (s *Server) mintTicket(w http.ResponseWriter, r *http.Request, c *call) err
 // 403 when it was minted for another region or another use. Single use is the store's part.
 func (s *Server) verifyTicket(ctx context.Context, token string) (store.TicketUse, error) {
 	if token == "" {
-		return store.TicketUse{}, errorf(http.StatusUnauthorized, "an import needs a migrate ticket (POST %s/migrate-tickets on this region)", api.PathPrefix)
+		return store.TicketUse{}, errorf(http.StatusUnauthorized, "an import needs a migrate ticket in the %s header (POST %s/migrate-tickets on this region)", api.TicketHeader, api.PathPrefix)
 	}
 	claims, err := tickets.Parse(token)
 	if err != nil {
@@ -137,13 +142,18 @@ func (s *Server) verifyTicket(ctx context.Context, token string) (store.TicketUs
 	return store.TicketUse{ID: claims.ID, Expires: time.Unix(claims.Expires, 0)}, nil
 }
 
+// importMachine verifies the ticket of the header before it reads the body: the route is
+// public, and a bundle may be large.
 func (s *Server) importMachine(w http.ResponseWriter, r *http.Request, _ *call) error {
-	var req api.ImportRequest
-	if err := decodeBodyUpTo(w, r, &req, maxImportBody); err != nil {
+	use, err := s.verifyTicket(r.Context(), r.Header.Get(api.TicketHeader))
+	if err != nil {
 		return err
 	}
-	use, err := s.verifyTicket(r.Context(), req.Ticket)
-	if err != nil {
+	if err := extendDeadlines(w, importTimeout); err != nil {
+		return fmt.Errorf("extend the import's deadlines: %w", err)
+	}
+	var req api.ImportRequest
+	if err := decodeBodyUpTo(w, r, &req, maxImportBody); err != nil {
 		return err
 	}
 	use.Migration, use.StartedBy = req.Migration, req.StartedBy

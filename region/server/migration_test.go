@@ -140,7 +140,7 @@ func TestMigrationOverHTTP(t *testing.T) {
 	src.mustDo(op, http.MethodPost, "/api/v1/machines/Name:birdy/quiesce", api.QuiesceRequest{Migration: migrationID}, http.StatusOK)
 	bundle := into[api.Bundle](t, src.mustDo(op, http.MethodGet, "/api/v1/machines/"+id+"/export", nil, http.StatusOK))
 	// No bearer token: the ticket is the authorisation.
-	imported := into[api.Machine](t, dst.mustDo("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: ticket.Token, Bundle: bundle}, http.StatusOK))
+	imported := into[api.Machine](t, dst.mustImport(ticket.Token, bundle, http.StatusOK))
 	src.mustDo(op, http.MethodPost, "/api/v1/machines/"+id+"/finalize-migration", api.FinalizeRequest{RedirectEndpoint: dst.base}, http.StatusOK)
 
 	sameObject(t, "drp2 birdy", seedAt(t, "The machine has migrated.", "drpcli machines show Name:birdy", dst.base),
@@ -158,7 +158,7 @@ func TestMigrationOverHTTP(t *testing.T) {
 	}
 
 	// The worker may crash after the import committed: the same import again is accepted.
-	again := into[api.Machine](t, dst.mustDo("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: ticket.Token, Bundle: bundle}, http.StatusOK))
+	again := into[api.Machine](t, dst.mustImport(ticket.Token, bundle, http.StatusOK))
 	if again.Uuid != imported.Uuid || again.Runnable || again.Available || len(again.Profiles) != len(imported.Profiles) {
 		t.Fatalf("retried import answered %+v, first %+v", again, imported)
 	}
@@ -278,9 +278,9 @@ func TestTicketRefusals(t *testing.T) {
 	valid := into[api.Ticket](t, dst.mustDo(op, http.MethodPost, "/api/v1/migrate-tickets", api.TicketRequest{TTL: time.Minute}, http.StatusCreated)).Token
 	spent := into[api.Ticket](t, dst.mustDo(op, http.MethodPost, "/api/v1/migrate-tickets", nil, http.StatusCreated)).Token
 	// A refused import does not spend its ticket.
-	dst.mustDo("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: spent, Bundle: api.Bundle{Machine: api.Machine{Name: "first"}}}, http.StatusUnprocessableEntity)
+	dst.mustImport(spent, api.Bundle{Machine: api.Machine{Name: "first"}}, http.StatusUnprocessableEntity)
 	first := api.Bundle{Machine: api.Machine{Uuid: "0f000000-0000-4000-8000-000000000001", Name: "first"}}
-	dst.mustDo("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: spent, Bundle: first}, http.StatusOK)
+	dst.mustImport(spent, first, http.StatusOK)
 	otherKey, err := tickets.NewKey()
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +303,7 @@ func TestTicketRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			msg := dst.do("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: c.ticket, Bundle: bundle}).apiError(t, c.code)
+			msg := dst.importBundle(c.ticket, bundle).apiError(t, c.code)
 			if !strings.Contains(msg, c.want) {
 				t.Fatalf("error %q does not say %q", msg, c.want)
 			}
@@ -311,11 +311,36 @@ func TestTicketRefusals(t *testing.T) {
 		})
 	}
 	// The untouched valid ticket still works after all that.
-	dst.mustDo("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: valid, Bundle: bundle}, http.StatusOK)
+	dst.mustImport(valid, bundle, http.StatusOK)
 
 	// Minting: admins and operators only, within the TTL bounds.
 	for role, code := range map[string]int{api.RoleReadonly: http.StatusForbidden, api.RoleRack: http.StatusForbidden, "": http.StatusUnauthorized} {
 		dst.do(role, http.MethodPost, "/api/v1/migrate-tickets", nil).apiError(t, code)
 	}
 	dst.do(op, http.MethodPost, "/api/v1/migrate-tickets", api.TicketRequest{TTL: 25 * time.Hour}).apiError(t, http.StatusUnprocessableEntity)
+}
+
+// importBundle POSTs an import of b with ticket in its header and no bearer token.
+func (e *env) importBundle(ticket string, b api.Bundle) response {
+	e.t.Helper()
+	body, err := json.Marshal(api.ImportRequest{Bundle: b})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, e.base+"/api/v1/machines/import", bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set(api.TicketHeader, ticket)
+	return send(e.t, req)
+}
+
+// mustImport is importBundle that expects status code.
+func (e *env) mustImport(ticket string, b api.Bundle, code int) response {
+	e.t.Helper()
+	r := e.importBundle(ticket, b)
+	if r.code != code {
+		e.t.Fatalf("import: status %d, want %d: %s", r.code, code, r.body)
+	}
+	return r
 }

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -42,34 +44,62 @@ func (s *Server) showRackSecret(w http.ResponseWriter, r *http.Request, _ *call)
 	return nil
 }
 
-// registerRack is authorised by the rack secret rather than a token: a rack has no token yet.
+// registerRack is authorised by the rack secret, the rack's own token or an admin token. The
+// shared secret only claims a rack identity this region holds no credential for (a new rack,
+// or one an operator created or a transfer imported); re-registering a rack that has one
+// takes its own token or an admin, so the secret cannot take another rack over.
 func (s *Server) registerRack(w http.ResponseWriter, r *http.Request, _ *call) error {
-	given, err := bearer(r)
+	reclaim, err := s.registrationCredential(r)
 	if err != nil {
 		return err
-	}
-	secret, err := s.rackSecret(r)
-	if err != nil {
-		return err
-	}
-	if subtle.ConstantTimeCompare([]byte(given), []byte(secret)) != 1 {
-		return errorf(http.StatusUnauthorized, "wrong rack secret (see `ironflow racks secret` on the region)")
 	}
 	var reg api.RackRegistration
 	if err := decodeBody(w, r, &reg); err != nil {
 		return err
 	}
+	if reclaim.User != "" && reclaim.Role == api.RoleRack {
+		if id, err := uuid.Parse(reg.Uuid); err != nil || reclaim.User != store.RackUser(id.String()) {
+			return errorf(http.StatusForbidden, "the token of %s may only register its own rack, not %q", reclaim.User, reg.Uuid)
+		}
+	}
 	info, err := s.regionInfo(r.Context())
 	if err != nil {
 		return err
 	}
-	rack, tok, err := s.st.RegisterRack(r.Context(), reg, info.Endpoints)
+	rack, tok, err := s.st.RegisterRack(r.Context(), reg, info.Endpoints, reclaim.User != "")
 	if err != nil {
 		return err
 	}
-	s.log.Info("rack registered", "rack", rack.Uuid, "name", rack.Name, "remote", r.RemoteAddr)
+	s.log.Info("rack registered", "rack", rack.Uuid, "name", rack.Name, "remote", r.RemoteAddr, "by", cmp.Or(reclaim.User, "rack secret"))
 	writeJSON(w, http.StatusOK, api.RackRegistered{Rack: rack, Token: tok.Token, Region: info})
 	return nil
+}
+
+// registrationCredential checks the bearer of a registration: the rack secret (zero
+// principal), else a rack or admin token (its principal).
+func (s *Server) registrationCredential(r *http.Request) (store.Principal, error) {
+	given, err := bearer(r)
+	if err != nil {
+		return store.Principal{}, err
+	}
+	secret, err := s.rackSecret(r)
+	if err != nil {
+		return store.Principal{}, err
+	}
+	if subtle.ConstantTimeCompare([]byte(given), []byte(secret)) == 1 {
+		return store.Principal{}, nil
+	}
+	by, err := s.st.Authenticate(r.Context(), given)
+	if errors.Is(err, store.ErrUnauthorized) {
+		return store.Principal{}, errorf(http.StatusUnauthorized, "neither the rack secret (see `ironflow racks secret` on the region) nor a rack or admin token")
+	}
+	if err != nil {
+		return store.Principal{}, err
+	}
+	if by.Role != api.RoleRack && by.Role != api.RoleAdmin {
+		return store.Principal{}, errorf(http.StatusForbidden, "role %q may not register racks", by.Role)
+	}
+	return by, nil
 }
 
 // ownRack returns the canonical UUID of the path's rack, refusing a rack token of another rack.
@@ -147,16 +177,21 @@ func (s *Server) syncRackLeases(w http.ResponseWriter, r *http.Request, c *call)
 		return err
 	}
 	var batch []api.Lease
-	if err := decodeBody(w, r, &batch); err != nil {
+	if err := decodeBodyForStore(w, r, &batch); err != nil {
 		return err
 	}
 	res, err := s.st.SyncLeases(r.Context(), c.by, id, batch)
 	if err != nil {
 		return err
 	}
-	if res.Skipped > 0 {
-		s.log.Warn("rack sent leases of unknown subnets; skipped them", "rack", id, "skipped", res.Skipped)
+	out := api.LeaseSyncResult{Stored: res.Stored}
+	for _, rej := range res.Rejected {
+		s.metrics.leasesRejected.WithLabelValues(rej.Reason).Inc()
+		out.Rejected = append(out.Rejected, rej.LeaseRejection)
 	}
-	writeJSON(w, http.StatusOK, api.LeaseSyncResult{Stored: res.Stored})
+	if len(out.Rejected) > 0 {
+		s.log.Warn("rack sent leases the region refused", "rack", id, "rejected", len(out.Rejected), "first", out.Rejected[0].Error)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

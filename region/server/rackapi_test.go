@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func TestRackRegistration(t *testing.T) {
 	}{
 		{"no secret", "", reg, http.StatusUnauthorized},
 		{"wrong secret", secret + "x", reg, http.StatusUnauthorized},
-		{"admin token is not the secret", e.tokens[api.RoleAdmin], reg, http.StatusUnauthorized},
+		{"operator token", e.tokens[api.RoleOperator], reg, http.StatusForbidden},
 		{"malformed body", secret, `{"Name":`, http.StatusBadRequest},
 		{"unknown field", secret, `{"Name":"x","Bogus":1}`, http.StatusBadRequest},
 		{"no name", secret, api.RackRegistration{}, http.StatusUnprocessableEntity},
@@ -92,8 +93,13 @@ func TestRackRegistration(t *testing.T) {
 		t.Errorf("rack RegionEndpoints %v, want the cluster's %v", first.Rack.RegionEndpoints, first.Region.Endpoints)
 	}
 
-	// Again with the same Uuid: the same rack, renamed, and a fresh token; both tokens work.
-	again := e.register(api.RackRegistration{Uuid: first.Rack.Uuid, Name: "rack-a2", Version: "v2"})
+	// Again with the same Uuid and the shared secret: refused, nothing changes (no takeover).
+	doRequest(t, secret, http.MethodPost, e.base+"/api/v1/racks/register",
+		api.RackRegistration{Uuid: first.Rack.Uuid, Name: "evil"}).apiError(t, http.StatusConflict)
+	// With its own token: the same rack, renamed, and a fresh token; both tokens work.
+	var again api.RackRegistered
+	decodeJSON(t, doRequest(t, first.Token, http.MethodPost, e.base+"/api/v1/racks/register",
+		api.RackRegistration{Uuid: first.Rack.Uuid, Name: "rack-a2", Version: "v2"}), &again)
 	if again.Rack.Uuid != first.Rack.Uuid || again.Token == first.Token || again.Rack.Name != "rack-a2" || again.Rack.Version != "v2" {
 		t.Fatalf("re-registration %+v after %+v", again, first)
 	}
@@ -109,11 +115,22 @@ func TestRackRegistration(t *testing.T) {
 
 	// A rack moving in from another region keeps its UUID.
 	moved := "0d000000-0000-4000-8000-0000000000aa"
-	if got := e.register(api.RackRegistration{Uuid: moved, Name: "rack-b"}); got.Rack.Uuid != moved {
+	got := e.register(api.RackRegistration{Uuid: moved, Name: "rack-b"})
+	if got.Rack.Uuid != moved {
 		t.Fatalf("registered with Uuid %s, got %s", moved, got.Rack.Uuid)
 	}
 	// Another rack may not take a registered name.
 	doRequest(t, secret, http.MethodPost, e.base+"/api/v1/racks/register", api.RackRegistration{Name: "rack-b"}).apiError(t, http.StatusConflict)
+	// A rack's token registers no other rack; an admin re-registers any.
+	doRequest(t, got.Token, http.MethodPost, e.base+"/api/v1/racks/register", api.RackRegistration{Uuid: first.Rack.Uuid, Name: "x"}).apiError(t, http.StatusForbidden)
+	doRequest(t, got.Token, http.MethodPost, e.base+"/api/v1/racks/register", api.RackRegistration{Name: "fresh"}).apiError(t, http.StatusForbidden)
+	if r := doRequest(t, e.tokens[api.RoleAdmin], http.MethodPost, e.base+"/api/v1/racks/register", api.RackRegistration{Uuid: moved, Name: "rack-b"}); r.code != http.StatusOK {
+		t.Fatalf("admin re-registration: %d %s", r.code, r.body)
+	}
+	// A deleted rack's tokens die with it; its UUID may then register afresh with the secret.
+	e.mustDo(api.RoleAdmin, http.MethodDelete, "/api/v1/racks/"+moved, nil, http.StatusNoContent)
+	doRequest(t, got.Token, http.MethodGet, e.base+"/api/v1/racks/"+moved+"/config", nil).apiError(t, http.StatusUnauthorized)
+	e.register(api.RackRegistration{Uuid: moved, Name: "rack-b"})
 
 	events := e.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/events?Kind=racks&Key="+first.Rack.Uuid, nil, http.StatusOK).list(t)
 	if len(events) != 2 || events[0]["Actor"] != "rack:"+first.Rack.Uuid {
@@ -319,8 +336,8 @@ func TestRackLeaseSync(t *testing.T) {
 	r := doRequest(t, rack.Token, http.MethodPost, path, batch)
 	var res api.LeaseSyncResult
 	decodeJSON(t, r, &res)
-	if r.code != http.StatusOK || res.Stored != 2 {
-		t.Fatalf("sync: %d %s, want 2 stored (unknown subnet skipped)", r.code, r.body)
+	if r.code != http.StatusOK || res.Stored != 2 || len(res.Rejected) != 1 || res.Rejected[0].Index != 3 {
+		t.Fatalf("sync: %d %s, want 2 stored and the lease of an unknown subnet rejected", r.code, r.body)
 	}
 	got := stored()
 	if len(got) != 2 || got["10.1.0.100"].Rack != rack.Rack.Uuid || got["10.1.0.101"].State != "released" {
@@ -339,35 +356,57 @@ func TestRackLeaseSync(t *testing.T) {
 	}
 
 	// Bad batches change nothing.
-	foreign := lease("10.1.0.102", "52:54:00:00:01:02", "active")
-	foreign.Rack = other.Rack.Uuid
-	outside := lease("10.2.0.1", "52:54:00:00:01:03", "active")
-	refused := []struct {
+	for _, c := range []struct {
 		name  string
 		token string
 		body  any
 		code  int
 	}{
-		{"another rack's lease", rack.Token, []api.Lease{lease("10.1.0.103", "52:54:00:00:01:03", "active"), foreign}, http.StatusUnprocessableEntity},
-		{"bad MAC", rack.Token, []api.Lease{lease("10.1.0.103", "nope", "active")}, http.StatusUnprocessableEntity},
-		{"bad state", rack.Token, []api.Lease{lease("10.1.0.103", "52:54:00:00:01:03", "bound")}, http.StatusUnprocessableEntity},
-		{"address outside its subnet", rack.Token, []api.Lease{lease("10.1.0.103", "52:54:00:00:01:03", "active"), outside}, http.StatusUnprocessableEntity},
 		{"not a list", rack.Token, lease("10.1.0.103", "52:54:00:00:01:03", "active"), http.StatusBadRequest},
 		{"another rack's token", other.Token, []api.Lease{lease("10.1.0.103", "52:54:00:00:01:03", "active")}, http.StatusForbidden},
-	}
-	for _, c := range refused {
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			doRequest(t, c.token, http.MethodPost, path, c.body).apiError(t, c.code)
 		})
 	}
-	if got := stored(); len(got) != 2 {
-		t.Fatalf("refused batches stored leases: %+v", got)
+
+	// Bad leases are refused one by one; the good one of the batch is stored.
+	foreign := lease("10.1.0.104", "52:54:00:00:01:04", "active")
+	foreign.Rack = other.Rack.Uuid
+	nul := lease("10.1.0.105", "52:54:00:00:01:05", "active")
+	nul.Hostname = "evil\x00host"
+	long := lease("10.1.0.106", "52:54:00:00:01:06", "active")
+	long.Hostname = strings.Repeat("h", 256)
+	mixed := []api.Lease{
+		foreign,
+		lease("10.1.0.107", "nope", "active"),
+		lease("10.1.0.108", "52:54:00:00:01:08", "bound"),
+		lease("10.2.0.1", "52:54:00:00:01:09", "active"), // outside its subnet
+		nul,
+		lease("10.1.0.103", "52:54:00:00:01:03", "active"),
+		long,
 	}
-	if n := syncEvents(); n != 2 {
-		t.Fatalf("%d sync events after two accepted batches", n)
+	r = doRequest(t, rack.Token, http.MethodPost, path, mixed)
+	res = api.LeaseSyncResult{}
+	decodeJSON(t, r, &res)
+	var indices []int
+	for _, rej := range res.Rejected {
+		indices = append(indices, rej.Index)
+		if rej.IP != mixed[rej.Index].Addr || rej.Error == "" {
+			t.Errorf("rejection %+v does not describe lease %d", rej, rej.Index)
+		}
+	}
+	if r.code != http.StatusOK || res.Stored != 1 || !slices.Equal(indices, []int{0, 1, 2, 3, 4, 6}) {
+		t.Fatalf("mixed batch: %d %s, want 1 stored and all but index 5 rejected", r.code, r.body)
+	}
+	if got := stored(); len(got) != 3 || got["10.1.0.103"].State != "active" {
+		t.Fatalf("after the mixed batch: %+v", got)
+	}
+	if n := syncEvents(); n != 3 {
+		t.Fatalf("%d sync events after three accepted batches", n)
 	}
 	q := url.Values{"Rack": {rack.Rack.Uuid}}
-	if len(e.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/leases?"+q.Encode(), nil, http.StatusOK).list(t)) != 2 {
+	if len(e.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/leases?"+q.Encode(), nil, http.StatusOK).list(t)) != 3 {
 		t.Error("leases are not filed under the syncing rack")
 	}
 }

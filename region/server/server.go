@@ -28,6 +28,8 @@ type Config struct {
 	RackSecret  string // secret racks register with (IRONFLOW_RACK_SECRET); "" mints one stored in the database
 	Version     string // reported by /api/v1/info
 	Logger      *slog.Logger
+	Limits      Limits    // HTTP limits; zero fields take DefaultLimits
+	Retention   Retention // how long audit events are kept; zero keeps them all
 }
 
 const (
@@ -120,6 +122,10 @@ func (s *Server) handle(rt route) {
 	s.patterns[rt.pattern] = true
 	s.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 		c := &call{}
+		if err := checkRequestText(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if !rt.public {
 			by, err := s.authenticate(r)
 			if err != nil {
@@ -129,6 +135,10 @@ func (s *Server) handle(rt route) {
 			acc := authorize(by.Role, rt.resource, rt.write)
 			if acc == denied || acc == ownOnly && !rt.ownable {
 				s.writeError(w, r, forbidden(by.Role, rt.resource, rt.write))
+				return
+			}
+			if err := refuseSecretLookups(r, by.Role); err != nil {
+				s.writeError(w, r, err)
 				return
 			}
 			c.by, c.own = by, acc == ownOnly
@@ -239,10 +249,10 @@ func (p *headerProbe) Write(b []byte) (int, error) {
 // listed in Info.Endpoints as soon as it answers.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Handler:  s.Handler(),
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	ln = s.cfg.Limits.orDefault().apply(srv, ln)
 	s.heartbeat(ctx)
 	g, ctx := errgroup.WithContext(ctx)
 	// Requests end with the server: an agent's long poll (up to a minute) answers 204 at
@@ -264,6 +274,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
+	g.Go(func() error { return s.pruneEvents(ctx) })
 	g.Go(func() error {
 		tick := time.NewTicker(heartbeatInterval)
 		defer tick.Stop()

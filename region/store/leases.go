@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,11 +61,32 @@ func validateLease(l *api.Lease) error {
 	if err := optionalUUIDs(noun, map[string]*string{"Rack": &l.Rack, "MachineRef": &l.MachineRef}); err != nil {
 		return err
 	}
+	if err := validHostname(noun, l.Hostname); err != nil {
+		return err
+	}
 	if !slices.Contains(leaseStates, l.State) {
 		return invalidf("%s State %q is not one of %v", noun, l.State, leaseStates)
 	}
 	if !l.Start.IsZero() && !l.Expires.IsZero() && l.Expires.Before(l.Start) {
 		return invalidf("%s Expires %s is before Start %s", noun, l.Expires, l.Start)
+	}
+	return nil
+}
+
+// maxHostname bounds a lease's Hostname: DHCP option 12 holds at most 255 bytes.
+const maxHostname = 255
+
+// validHostname refuses what a client's DHCP hostname option may carry but a name may not:
+// invalid UTF-8, control characters (NUL included, which PostgreSQL text cannot hold) and
+// more than maxHostname bytes.
+func validHostname(noun, h string) error {
+	switch {
+	case len(h) > maxHostname:
+		return invalidf("%s Hostname is %d bytes long, more than %d", noun, len(h), maxHostname)
+	case !utf8.ValidString(h):
+		return invalidf("%s Hostname %q is not valid UTF-8", noun, h)
+	case strings.ContainsFunc(h, unicode.IsControl):
+		return invalidf("%s Hostname %q contains control characters", noun, h)
 	}
 	return nil
 }

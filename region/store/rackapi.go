@@ -97,8 +97,10 @@ func (s *Store) RackSecret(ctx context.Context) (string, error) {
 // RegisterRack creates the rack reg.Uuid (a new UUID when empty) or updates its Name,
 // Interfaces and Version, records endpoints (the region cluster's URLs) as its
 // RegionEndpoints, and mints a new token for the rack's user RackUser(uuid), role rack.
-// Registering again is idempotent apart from the fresh token; earlier tokens stay valid.
-func (s *Store) RegisterRack(ctx context.Context, reg api.RackRegistration, endpoints []string) (api.Rack, api.Token, error) {
+// Unless reclaim (the caller proved to be the rack or an admin), a rack that already holds a
+// token in this region is refused (ErrConflict): the shared rack secret claims an identity
+// once. Earlier tokens stay valid.
+func (s *Store) RegisterRack(ctx context.Context, reg api.RackRegistration, endpoints []string, reclaim bool) (api.Rack, api.Token, error) {
 	id := reg.Uuid
 	if id == "" {
 		id = uuid.NewString()
@@ -117,6 +119,11 @@ func (s *Store) RegisterRack(ctx context.Context, reg api.RackRegistration, endp
 		cur, err := racks.resolve(ctx, tx, id, true)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
+		}
+		if !reclaim {
+			if err := unclaimedRack(ctx, tx, by.User); err != nil {
+				return err
+			}
 		}
 		next := api.Rack{Uuid: id, Status: api.RackOnline}
 		if cur.obj != nil {
@@ -292,88 +299,6 @@ func reservations(ctx context.Context, tx pgx.Tx, subnetIDs []string) ([]api.Res
 			Machine: m.Uuid, Subnet: subnet, BootEnv: m.BootEnv})
 	}
 	return out, rows.Err()
-}
-
-// LeaseSync is the outcome of SyncLeases.
-type LeaseSync struct {
-	Stored  int
-	Skipped int // leases of subnets the region does not have (deleted meanwhile)
-}
-
-// SyncLeases upserts a rack's leases by Subnet+Addr (the last state sent wins) and records
-// one audit event for the batch. Leases without a Rack are the calling rack's; a lease of
-// another rack, or a malformed one, refuses the whole batch. Leases of subnets the region
-// does not know are skipped rather than refused, so that one deleted subnet does not block
-// the rack's uploads forever.
-func (s *Store) SyncLeases(ctx context.Context, by Principal, rackUUID string, batch []api.Lease) (LeaseSync, error) {
-	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
-		return LeaseSync{}, err
-	}
-	type key struct{ subnet, addr string }
-	latest := make(map[key]int, len(batch))
-	work := make([]api.Lease, 0, len(batch))
-	for _, l := range batch {
-		if l.Rack == "" {
-			l.Rack = rackUUID
-		}
-		if err := validateLease(&l); err != nil {
-			return LeaseSync{}, err
-		}
-		if l.Rack != rackUUID {
-			return LeaseSync{}, invalidf("lease %s was granted by rack %s, not by rack %s", l.Addr, l.Rack, rackUUID)
-		}
-		k := key{l.Subnet, l.Addr}
-		if i, dup := latest[k]; dup {
-			work[i] = l
-			continue
-		}
-		latest[k] = len(work)
-		work = append(work, l)
-	}
-	if len(work) == 0 {
-		return LeaseSync{}, nil
-	}
-	var res LeaseSync
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := rackByUUID(ctx, tx, rackUUID, false); err != nil {
-			return err
-		}
-		cidrs, err := subnetCIDRs(ctx, tx, work)
-		if err != nil {
-			return err
-		}
-		var subnetCol, addrCol, macCol []string
-		var docCol [][]byte
-		for _, l := range work {
-			cidr, ok := cidrs[l.Subnet]
-			if !ok {
-				res.Skipped++
-				continue
-			}
-			if _, err := inPrefix("lease", "Addr", l.Addr, cidr); err != nil {
-				return err
-			}
-			doc, err := json.Marshal(l)
-			if err != nil {
-				return fmt.Errorf("encode lease: %w", err)
-			}
-			subnetCol, addrCol, macCol, docCol = append(subnetCol, l.Subnet), append(addrCol, l.Addr), append(macCol, l.MAC), append(docCol, doc)
-		}
-		res.Stored = len(subnetCol)
-		if res.Stored > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO leases (subnet, addr, mac, doc)
-				SELECT * FROM unnest($1::uuid[], $2::inet[], $3::text[], $4::jsonb[])
-				ON CONFLICT (subnet, addr) DO UPDATE SET mac = excluded.mac, doc = excluded.doc`,
-				subnetCol, addrCol, macCol, docCol); err != nil {
-				return err
-			}
-		}
-		return recordEvent(ctx, tx, by, "sync", api.KindLeases, rackUUID, map[string]any{"Stored": res.Stored, "Skipped": res.Skipped})
-	})
-	if err != nil {
-		return LeaseSync{}, err
-	}
-	return res, nil
 }
 
 // subnetCIDRs maps the subnets the leases name, where they exist, to their networks.

@@ -16,7 +16,7 @@ func rackWithMachines(b *testing.B, n int) (*store.Store, string, string) {
 	b.Helper()
 	s := benchStore(b)
 	ctx := context.Background()
-	rack, _, err := s.RegisterRack(ctx, api.RackRegistration{Name: "rack-1"}, nil)
+	rack, _, err := s.RegisterRack(ctx, api.RackRegistration{Name: "rack-1"}, nil, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,7 +52,7 @@ var racks = newKind(kind[api.Rack]{
 // releaseRack detaches a rack that is being deleted. A VLAN it serves as primary moves DHCP
 // to its secondary rack; a VLAN with no secondary, and a pod the rack hosts, block the
 // deletion unless force is set, in which case the VLAN loses the rack (DHCP off) and the pod
-// is removed. Secondary duties are simply dropped.
+// is removed. Secondary duties are simply dropped. The rack's tokens are revoked.
 func releaseRack(ctx context.Context, tx pgx.Tx, by Principal, rack *api.Rack, force bool) error {
 	served := &where{}
 	served.add("(primary_rack = $1 OR secondary_rack = $1)", rack.Uuid)
@@ -97,5 +97,5 @@ func releaseRack(ctx context.Context, tx pgx.Tx, by Principal, rack *api.Rack, f
 			return err
 		}
 	}
-	return nil
+	return revokeRack(ctx, tx, rack.Uuid)
 }
