@@ -240,3 +240,45 @@ func httpGet(url string) (int, string) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
+
+// copyNetwork creates from's fabrics, VLANs, subnets and machines on to, keeping their UUIDs.
+func copyNetwork(t *testing.T, from, to *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	fabrics, err := from.Fabrics().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fabrics {
+		if _, err := to.Fabrics().Create(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vlans, err := from.VLANs().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vlans {
+		if _, err := to.VLANs().Create(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subnets, err := from.Subnets().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sn := range subnets {
+		if _, err := to.Subnets().Create(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	machines, err := from.Machines().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range machines {
+		if _, err := to.Machines().Create(ctx, api.Machine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: m.HardwareAddrs, Address: m.Address, BootEnv: m.BootEnv}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

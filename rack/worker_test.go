@@ -79,7 +79,9 @@ func TestRackWorkerRunsTheTransferActivities(t *testing.T) {
 	if _, err := dst.admin().Racks().Create(ctx, api.Rack{Uuid: st.Uuid, Name: "rack-1"}); err != nil {
 		t.Fatal(err)
 	}
-	network(t, dst.admin(), st.Uuid)
+	// A transfer copies the network with its UUIDs (ImportRack); the region accepts leases only
+	// on subnets of the rack's VLANs, so region-b gets the same subnets.
+	copyNetwork(t, src.admin(), dst.admin())
 
 	temporalLog := tlog.NewStructuredLogger(quiet)
 	o := rackOptions(t, dir)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/store"
 )
 
 // Query parameters of list calls that are not filters.
