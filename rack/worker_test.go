@@ -16,7 +16,6 @@ import (
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // probeResult is what transferProbe saw.
@@ -31,7 +30,7 @@ type probeResult struct {
 // does: state, a refused move, the move, the lease export, state again.
 func transferProbe(ctx workflow.Context, rackUUID, target string) (probeResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           workflows.RackTaskQueue(rackUUID),
+		TaskQueue:           rackacts.TaskQueue(rackUUID),
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})

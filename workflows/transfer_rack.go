@@ -34,7 +34,7 @@ const ErrMachinesFailed = "MachinesFailed"
 // says nothing.
 const DefaultTransferWindow = 5
 
-// Rack-local activities, run by the rack's own worker on RackTaskQueue(rack). A rack whose
+// Rack-local activities, run by the rack's own worker on rackacts.TaskQueue(rack). A rack whose
 // worker does not poll fails the step after rackCallOptions' schedule-to-close timeout.
 var (
 	rackActs        *rackacts.Activities
@@ -206,7 +206,7 @@ func (t *rackTransfer) unpause(ctx workflow.Context) error {
 
 // copy has the rack push its leases to the source first, so the copy carries the latest.
 func (t *rackTransfer) copy(ctx workflow.Context) error {
-	rackCtx := workflow.WithTaskQueue(ctx, RackTaskQueue(t.in.Rack))
+	rackCtx := workflow.WithTaskQueue(ctx, rackacts.TaskQueue(t.in.Rack))
 	if err := call(rackCtx, rackCallOptions, rackActs.ExportLeases, nil, nil); err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func (t *rackTransfer) childContext(ctx workflow.Context, machine string) workfl
 // moved all the same (its answer was lost): its own report decides, since undoing the copy
 // on the target would pull the network from under a rack that now serves from there.
 func (t *rackTransfer) repoint(ctx workflow.Context) error {
-	rackCtx := workflow.WithTaskQueue(ctx, RackTaskQueue(t.in.Rack))
+	rackCtx := workflow.WithTaskQueue(ctx, rackacts.TaskQueue(t.in.Rack))
 	in := rackacts.SwapRegionEndpointsInput{URLs: t.plan.TargetEndpoints, Secret: t.in.TargetRegion}
 	err := call(rackCtx, rackCallOptions, rackActs.SwapRegionEndpoints, in, nil)
 	if err == nil {

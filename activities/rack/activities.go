@@ -1,5 +1,5 @@
 // Package rack holds the activities that run inside a rack controller, on the rack's own
-// task queue (workflows.RackTaskQueue): the transfer-rack workflow asks the rack for its
+// task queue (TaskQueue): the transfer-rack workflow asks the rack for its
 // state, has it push its leases to the region, and moves it to the target region. Payloads
 // carry names, URLs and counts only: no leases, no tokens, no secrets.
 package rack
@@ -15,6 +15,10 @@ import (
 
 	"github.com/ironflow/ironflow/region/api"
 )
+
+// TaskQueue is the task queue of the worker running inside one rack controller; it lives
+// here, with the activities that worker runs, so the rack needs nothing from workflows.
+func TaskQueue(rackUUID string) string { return "rack/" + rackUUID }
 
 // Serving says which services of the rack are running.
 type Serving struct {
