@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
 func TestAssetRanges(t *testing.T) {
-	rack := startRack(t, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRack(t, machines{}, regionlinktest.Start(t, "a").URL)
 	data := rack.writeFile(t, "images/initrd.img", 2<<20+13)
 	n := len(data)
 	tests := []struct {
@@ -55,7 +55,7 @@ func TestAssetRanges(t *testing.T) {
 }
 
 func TestAssetConfinement(t *testing.T) {
-	rack := startRack(t, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRack(t, machines{}, regionlinktest.Start(t, "a").URL)
 	secret := filepath.Join(filepath.Dir(rack.dir), "secret")
 	if err := os.WriteFile(secret, []byte("TOP-SECRET"), 0o644); err != nil {
 		t.Fatal(err)

@@ -9,22 +9,22 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 	"github.com/ironflow/ironflow/region/api"
 )
 
 // proxied sends one request through the rack and returns the status and, for 200, the echo.
-func proxied(rack *testRack, method, path, body string) (int, regiontest.Echo, error) {
+func proxied(rack *testRack, method, path, body string) (int, regionlinktest.Echo, error) {
 	req, err := http.NewRequest(method, rack.url+path, strings.NewReader(body))
 	if err != nil {
-		return 0, regiontest.Echo{}, err
+		return 0, regionlinktest.Echo{}, err
 	}
 	resp, err := noRedirects.Do(req)
 	if err != nil {
-		return 0, regiontest.Echo{}, err
+		return 0, regionlinktest.Echo{}, err
 	}
 	defer resp.Body.Close()
-	var echo regiontest.Echo
+	var echo regionlinktest.Echo
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&echo); err != nil {
 			return resp.StatusCode, echo, err
@@ -36,7 +36,7 @@ func proxied(rack *testRack, method, path, body string) (int, regiontest.Echo, e
 	return resp.StatusCode, echo, nil
 }
 
-func mustProxy(t *testing.T, rack *testRack, method, path, body, wantRegion string) regiontest.Echo {
+func mustProxy(t *testing.T, rack *testRack, method, path, body, wantRegion string) regionlinktest.Echo {
 	t.Helper()
 	code, echo, err := proxied(rack, method, path, body)
 	if err != nil || code != http.StatusOK || echo.Region != wantRegion {
@@ -79,7 +79,7 @@ func traffic(t *testing.T, rack *testRack, workers int) (stop func() (failures i
 }
 
 func TestProxyFailover(t *testing.T) {
-	a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+	a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 	rack := startRack(t, machines{}, a.URL, b.URL)
 	rack.runLink(t)
 
@@ -121,7 +121,7 @@ func TestProxyFailover(t *testing.T) {
 }
 
 func TestProxyPassesRedirects(t *testing.T) {
-	a := regiontest.Start(t, "a")
+	a := regionlinktest.Start(t, "a")
 	rack := startRack(t, machines{}, a.URL)
 	resp, _ := get(t, rack.url+"/api/v1/agent/machines/m1?redirect=http://other.example:5240/api/v1/agent/machines/m1")
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "http://other.example:5240/api/v1/agent/machines/m1" {
@@ -130,7 +130,7 @@ func TestProxyPassesRedirects(t *testing.T) {
 }
 
 func TestSwapEndpointsUnderTraffic(t *testing.T) {
-	old, moved := regiontest.Start(t, "old"), regiontest.Start(t, "new")
+	old, moved := regionlinktest.Start(t, "old"), regionlinktest.Start(t, "new")
 	rack := startRack(t, machines{}, old.URL)
 	rack.runLink(t)
 	const workers = 8
@@ -153,7 +153,7 @@ func TestSwapEndpointsUnderTraffic(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
-	a := regiontest.Start(t, "a")
+	a := regionlinktest.Start(t, "a")
 	rack := startRack(t, machines{}, a.URL)
 	resp, body := get(t, rack.url+"/healthz")
 	if resp.StatusCode != http.StatusOK || !contains(body, `"Region":"`+a.URL+`"`) {
