@@ -92,7 +92,7 @@ type BulkProgress struct {
 }
 
 // BulkMigrate migrates the machines a selector chooses, each with a MigrateMachine child
-// workflow, keeping at most Window children running (DESIGN.md "BulkMigrate"). A machine
+// workflow, keeping at most Window children running (ARCHITECTURE.md "Moves"). A machine
 // whose migration fails, or is already being migrated, is recorded and the others go on.
 // Cancelling the bulk migration cancels the running children, which undo their steps, and
 // starts no more. After MachinesPerRun machines it continues as new with the rest.

@@ -134,8 +134,8 @@ const (
 	activationCheckChange = "check-target-before-compensating-activation"
 )
 
-// MigrateMachine moves a machine, its jobs and profiles from one region to another
-// (DESIGN.md "Migration semantics"). Every step that changes a region pushes its undo first;
+// MigrateMachine moves a machine, its jobs and profiles from one region to another (the
+// steps are README.md "How a migration behaves"; the invariants ARCHITECTURE.md). Every step that changes a region pushes its undo first;
 // on failure or cancellation the undos run in reverse, until activation commits the move.
 func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachineResult, error) {
 	m := &migration{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID, ticket: in.Ticket}
@@ -216,7 +216,7 @@ type step struct {
 	commits  bool
 }
 
-// plan lists the steps after validation (DESIGN.md steps 2-9).
+// plan lists the steps after validation (README.md "How a migration behaves", steps 2-7).
 func (m *migration) plan() []step {
 	var steps []step
 	if !m.in.SkipMachineMigration {
@@ -318,7 +318,7 @@ func (m *migration) restore(ctx workflow.Context) error {
 	return m.call(ctx, mustFinishOptions, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
 }
 
-// repoint is step 7: move the machine's agent to the target.
+// repoint is step 6: move the machine's agent to the target.
 func (m *migration) repoint(ctx workflow.Context) error {
 	switch m.machine.Repoint {
 	case activities.RepointAgent:

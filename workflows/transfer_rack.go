@@ -76,7 +76,7 @@ type TransferProgress struct {
 }
 
 // TransferRack moves a rack controller, with everything it serves, from one region to
-// another without forcing its deletion anywhere (DESIGN.md "TransferRack"):
+// another without forcing its deletion anywhere (ARCHITECTURE.md "Moves"):
 //
 //  1. validate: the rack is online on the source, the target answers, and the target has no
 //     subnet with one of the rack's CIDRs, nor a machine with the Name or a MAC of one of its
