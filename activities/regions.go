@@ -61,6 +61,15 @@ func LoadRegions(path string) (*Regions, error) {
 	return r, nil
 }
 
+// MarshalRegions returns the regions file, in the format LoadRegions reads, that lists configs.
+func MarshalRegions(configs map[string]RegionConfig) ([]byte, error) {
+	data, err := yaml.Marshal(regionsFile{Regions: configs})
+	if err != nil {
+		return nil, fmt.Errorf("regions file: %w", err)
+	}
+	return data, nil
+}
+
 // NewRegions checks configs (every region has a name and an absolute http(s) URL, no URL is
 // listed twice) and returns a resolver that makes clients with dial.
 func NewRegions(configs map[string]RegionConfig, dial func(RegionConfig) Region) (*Regions, error) {
