@@ -14,6 +14,7 @@ import (
 
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/internal/dhcptest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/region/server"
@@ -120,36 +121,15 @@ func network(t *testing.T, c *client.Client, rack string) (net.HardwareAddr, net
 	return mac, netAddr(50)
 }
 
-// freePort returns a port that was free on 127.0.0.1 a moment ago.
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	switch network {
-	case "udp":
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	default:
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
-	}
-}
-
 // rackOptions serves DHCP relayed on 127.0.0.1 and HTTP boot, with fast heartbeats and
 // region checks.
 func rackOptions(t *testing.T, stateDir string) Options {
 	t.Helper()
 	return Options{
 		StateDir:            stateDir,
-		DHCPRelayListen:     net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "udp"))),
-		HTTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "tcp"))),
-		TFTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "udp"))),
+		DHCPRelayListen:     net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreeUDPPort(t))),
+		HTTPListen:          testutil.FreeAddr(t),
+		TFTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreeUDPPort(t))),
 		BootDir:             t.TempDir(),
 		HeartbeatInterval:   200 * time.Millisecond,
 		RegionCheckInterval: 200 * time.Millisecond,
@@ -210,18 +190,6 @@ func (a *relayAgent) dora(t *testing.T, mac net.HardwareAddr) netip.Addr {
 		return netip.Addr{}
 	}
 	return got
-}
-
-// eventually polls cond until it holds or 10 seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // httpStatus GETs url and returns the status code (0 when unreachable).

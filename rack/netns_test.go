@@ -14,6 +14,7 @@ import (
 
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/internal/netnstest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -91,7 +92,7 @@ func TestBroadcastDHCPOnAnInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	eventually(t, "the reserved address by broadcast DHCP", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the reserved address by broadcast DHCP", func() bool {
 		lease, err := client.Request(ctx)
 		if err != nil {
 			return false

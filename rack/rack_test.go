@@ -11,11 +11,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -78,18 +80,18 @@ func TestRackServesThroughFailoverAndOutage(t *testing.T) {
 	rk := startRack(t, o)
 	agent := newRelayAgent(t, o.DHCPRelayListen)
 
-	eventually(t, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
 	newcomer := net.HardwareAddr{0x52, 0x54, 0x00, 0xab, 0xcd, 0xef}
 	dynamic := agent.dora(t, newcomer)
 	if !dynamic.IsValid() || dynamic.Less(netAddr(100)) || netAddr(200).Less(dynamic) {
 		t.Fatalf("unknown machine got %s, want an address of the dynamic range", dynamic)
 	}
 
-	eventually(t, "leases synced to the region", func() bool {
+	testutil.Eventually(t, 10*time.Second, "leases synced to the region", func() bool {
 		ls, err := admin.Leases().List(ctx, url.Values{"Rack": {st.Uuid}, "State": {"active"}})
 		return err == nil && len(ls) == 2
 	})
-	eventually(t, "the rack online through region A", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rack online through region A", func() bool {
 		r, err := admin.Racks().Get(ctx, st.Uuid)
 		return err == nil && r.Status == api.RackOnline && r.Meta["current-region"] == a.URL
 	})
@@ -107,11 +109,11 @@ func TestRackServesThroughFailoverAndOutage(t *testing.T) {
 
 	// One region process dies: the proxy and the heartbeats move to the other.
 	a.stop()
-	eventually(t, "the agent proxy answered by region B", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the agent proxy answered by region B", func() bool {
 		code := httpStatus(rackURL + "/api/v1/agent/" + api.NilUUID + "/next-job")
 		return code != 0 && code != http.StatusBadGateway
 	})
-	eventually(t, "heartbeats through region B", func() bool {
+	testutil.Eventually(t, 10*time.Second, "heartbeats through region B", func() bool {
 		r, err := b.admin().Racks().Get(ctx, st.Uuid)
 		return err == nil && r.Status == api.RackOnline && r.Meta["current-region"] == b.URL
 	})
@@ -128,7 +130,7 @@ func TestRackServesThroughFailoverAndOutage(t *testing.T) {
 	// A restart with every region down serves the cached config and the logged leases.
 	rk.stop()
 	startRack(t, o)
-	eventually(t, "DHCP after a restart with no region", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "DHCP after a restart with no region", func() bool { return agent.dora(t, mac) == reserved })
 	if got := agent.dora(t, newcomer); got != dynamic {
 		t.Fatalf("after the restart the newcomer got %s, want its lease %s", got, dynamic)
 	}
@@ -175,7 +177,7 @@ func TestRackMovesToAnotherRegion(t *testing.T) {
 	o := rackOptions(t, dir)
 	rk := startRack(t, o)
 	agent := newRelayAgent(t, o.DHCPRelayListen)
-	eventually(t, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
 	acts := rackacts.New(rk.p.ctrl, map[string]string{"region-b": testSecret, "wrong": "not-the-secret"})
 
 	refusals := []struct {
@@ -230,11 +232,11 @@ func TestRackMovesToAnotherRegion(t *testing.T) {
 	if err != nil || exported.Exported != 1 {
 		t.Fatalf("exported %+v, %v; want the one lease", exported, err)
 	}
-	eventually(t, "the rack online at region B", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rack online at region B", func() bool {
 		r, err := dst.admin().Racks().Get(ctx, st.Uuid)
 		return err == nil && r.Status == api.RackOnline && r.Meta["current-region"] == dst.URL
 	})
-	eventually(t, "renewals after the move", func() bool { return renewals.Load() > before+3 })
+	testutil.Eventually(t, 10*time.Second, "renewals after the move", func() bool { return renewals.Load() > before+3 })
 	close(stopRenewing)
 	<-renewing
 	if failures.Load() != 0 {

@@ -15,6 +15,7 @@ import (
 	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -86,7 +87,7 @@ func TestRackWorkerRunsTheTransferActivities(t *testing.T) {
 	o.RegionSecrets = map[string]string{"region-b": testSecret}
 	startRack(t, o)
 	agent := newRelayAgent(t, o.DHCPRelayListen)
-	eventually(t, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
 
 	tc, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Logger: temporalLog})
 	if err != nil {

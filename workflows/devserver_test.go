@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
@@ -47,7 +47,7 @@ func devServer(t *testing.T) client.Client {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("Temporal CLI not built: %v", err)
 	}
-	port, uiPort := freePort(t), freePort(t)
+	port, uiPort := testutil.FreePort(t), testutil.FreePort(t)
 	cmd := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(port), "--ui-port", strconv.Itoa(uiPort), "--db-filename", "", "--log-level", "error")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -77,16 +77,6 @@ func devServer(t *testing.T) client.Client {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestMigrateMachineOnDevServer runs the workflow on a real Temporal server, with the real

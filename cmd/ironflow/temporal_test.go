@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workers"
@@ -378,24 +378,6 @@ func newMigrationSetup(t *testing.T) *migrationSetup {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // ironflow runs one command line; endpoint is the -E region ("" leaves the default).
 func ironflow(t *testing.T, endpoint string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -411,21 +393,14 @@ func ironflowTo(ctx context.Context, stdout, stderr *syncBuffer, endpoint string
 	return run(ctx, args, strings.NewReader(""), stdout, stderr)
 }
 
+// syncBuffer is safe to read while a command writes to it.
+type syncBuffer = testutil.SafeBuffer
+
 // eventually retries check until it returns "" or 20 s have passed, then fails with its
 // last complaint.
 func eventually(t *testing.T, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		complaint := check()
-		if complaint == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(complaint)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.EventuallyOK(t, 20*time.Second, check)
 }
 
 // decode parses the JSON a command printed.

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -91,14 +93,14 @@ func TestProxyFailover(t *testing.T) {
 
 	// Kill region a while traffic flows: every request is answered by b.
 	stop := traffic(t, rack, 4)
-	waitFor(t, "traffic through a", func() bool { return a.Echoed() > 20 })
+	testutil.Eventually(t, 10*time.Second, "traffic through a", func() bool { return a.Echoed() > 20 })
 	a.Close()
-	waitFor(t, "traffic through b", func() bool { return b.Echoed() > 20 })
+	testutil.Eventually(t, 10*time.Second, "traffic through b", func() bool { return b.Echoed() > 20 })
 	if failures := stop(); failures != 0 {
 		t.Fatalf("%d proxied requests failed while region a died", failures)
 	}
 	mustProxy(t, rack, http.MethodPost, "/api/v1/agent/jobs", `{"Machine":"m2"}`, "b")
-	waitFor(t, "failover to b", func() bool { return rack.link.Current().String() == b.URL })
+	testutil.Eventually(t, 10*time.Second, "failover to b", func() bool { return rack.link.Current().String() == b.URL })
 	if _, body := get(t, rack.url+"/metrics"); !contains(body, `ironflow_rack_current_region{url="`+b.URL+`"} 1`) {
 		t.Fatalf("metrics do not show region b as current:\n%s", body)
 	}
@@ -116,7 +118,7 @@ func TestProxyFailover(t *testing.T) {
 
 	// The preferred region returns: the rack goes back to it.
 	a.Restart()
-	waitFor(t, "failover back to a", func() bool { return rack.link.Current().String() == a.URL })
+	testutil.Eventually(t, 10*time.Second, "failover back to a", func() bool { return rack.link.Current().String() == a.URL })
 	mustProxy(t, rack, http.MethodGet, "/metadata/latest", "", "a")
 }
 
@@ -135,12 +137,12 @@ func TestSwapEndpointsUnderTraffic(t *testing.T) {
 	rack.runLink(t)
 	const workers = 8
 	stop := traffic(t, rack, workers)
-	waitFor(t, "traffic through the old region", func() bool { return old.Echoed() > 50 })
+	testutil.Eventually(t, 10*time.Second, "traffic through the old region", func() bool { return old.Echoed() > 50 })
 	if err := rack.link.SwapEndpoints([]string{moved.URL}); err != nil {
 		t.Fatal(err)
 	}
 	atSwap := old.Echoed()
-	waitFor(t, "traffic through the new region", func() bool { return moved.Echoed() > 50 })
+	testutil.Eventually(t, 10*time.Second, "traffic through the new region", func() bool { return moved.Echoed() > 50 })
 	if failures := stop(); failures != 0 {
 		t.Fatalf("%d proxied requests failed across the swap", failures)
 	}

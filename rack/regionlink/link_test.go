@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
@@ -213,23 +214,11 @@ func TestServeLoop(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- l.Serve(ctx) }()
 	a.SetHealthy(false)
-	waitFor(t, func() bool { return l.Current().String() == b.URL })
+	testutil.Eventually(t, 10*time.Second, "the link to fail over to b", func() bool { return l.Current().String() == b.URL })
 	a.SetHealthy(true)
-	waitFor(t, func() bool { return l.Current().String() == a.URL })
+	testutil.Eventually(t, 10*time.Second, "the link to return to a", func() bool { return l.Current().String() == a.URL })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds; the deadline only bounds a broken test.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
