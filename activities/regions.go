@@ -115,7 +115,7 @@ func (r *Regions) Region(nameOrURL string) (Region, error) {
 		name, ok = r.byURL[normaliseURL(nameOrURL)]
 	}
 	if !ok {
-		return nil, nonRetryable(ErrUnknownRegion, "region %q is not in this worker's regions file", nameOrURL)
+		return nil, nonRetryable(ErrTypeUnknownRegion, "region %q is not in this worker's regions file", nameOrURL)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -69,7 +69,7 @@ func TestLoadRegions(t *testing.T) {
 					t.Errorf("Region(%q) reached %+v (%v), want %s with its token", key, info, err, want)
 				}
 			}
-			if _, err := regions.Region("mars"); !hasType(err, activities.ErrUnknownRegion) {
+			if _, err := regions.Region("mars"); !hasType(err, activities.ErrTypeUnknownRegion) {
 				t.Errorf("unknown region: %v", err)
 			}
 		})

@@ -184,10 +184,10 @@ func TestRackMovesToAnotherRegion(t *testing.T) {
 		name, errType string
 		in            rackacts.SwapRegionEndpointsInput
 	}{
-		{"no URL", rackacts.ErrInvalidInput, rackacts.SwapRegionEndpointsInput{Secret: "region-b"}},
-		{"not a URL", rackacts.ErrInvalidInput, rackacts.SwapRegionEndpointsInput{URLs: []string{"region-b:5240"}, Secret: "region-b"}},
-		{"unknown secret name", rackacts.ErrUnknownSecret, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "nope"}},
-		{"secret the region refuses", rackacts.ErrRegistrationRefused, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "wrong"}},
+		{"no URL", rackacts.ErrTypeInvalidInput, rackacts.SwapRegionEndpointsInput{Secret: "region-b"}},
+		{"not a URL", rackacts.ErrTypeInvalidInput, rackacts.SwapRegionEndpointsInput{URLs: []string{"region-b:5240"}, Secret: "region-b"}},
+		{"unknown secret name", rackacts.ErrTypeUnknownSecret, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "nope"}},
+		{"secret the region refuses", rackacts.ErrTypeRegistrationRefused, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "wrong"}},
 	}
 	for _, r := range refusals {
 		_, err := acts.SwapRegionEndpoints(ctx, r.in)

@@ -111,8 +111,8 @@ func TestRackWorkerRunsTheTransferActivities(t *testing.T) {
 	if r.Before.Uuid != st.Uuid || r.Before.Region != "region-a" || r.Before.CurrentRegion != src.URL || r.Before.ActiveLeases != 1 || !r.Before.Serving.DHCP {
 		t.Errorf("state before the move: %+v", r.Before)
 	}
-	if r.RefusedType != rackacts.ErrUnknownSecret {
-		t.Errorf("move with an unknown secret failed with type %q, want %s", r.RefusedType, rackacts.ErrUnknownSecret)
+	if r.RefusedType != rackacts.ErrTypeUnknownSecret {
+		t.Errorf("move with an unknown secret failed with type %q, want %s", r.RefusedType, rackacts.ErrTypeUnknownSecret)
 	}
 	if r.Moved.Region != "region-b" || r.Exported.Exported != 1 || r.After.Region != "region-b" || r.After.CurrentRegion != dst.URL {
 		t.Errorf("moved %+v, exported %+v, state after %+v", r.Moved, r.Exported, r.After)

@@ -26,8 +26,8 @@ func TestMigrateMachineAmbiguousActivation(t *testing.T) {
 		wantMsg      string
 		wantActive   bool
 	}{
-		{"took effect", true, false, workflows.ErrAfterActivation, "machine " + u + " is active on west, but activating failed", true},
-		{"target unreadable", false, true, workflows.ErrCompensationFailed, "nothing was undone, the source keeps its locked stub", false},
+		{"took effect", true, false, workflows.ErrTypeAfterActivation, "machine " + u + " is active on west, but activating failed", true},
+		{"target unreadable", false, true, workflows.ErrTypeCompensationFailed, "nothing was undone, the source keeps its locked stub", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -102,7 +102,7 @@ func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, 
 		return BulkMigrateResult{}, fmt.Errorf("register progress query: %w", err)
 	}
 	if err := in.Check(); err != nil {
-		return BulkMigrateResult{}, temporal.NewNonRetryableApplicationError("invalid bulk migration input: "+err.Error(), ErrInvalidInput, nil)
+		return BulkMigrateResult{}, temporal.NewNonRetryableApplicationError("invalid bulk migration input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
 		return BulkMigrateResult{}, fmt.Errorf("upsert search attributes: %w", err)

@@ -137,9 +137,9 @@ func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 	}{
 		{"prepare", false, prepare, seq(forward, []string{prepare, cleanup}, undo), "HostFailure", "repointing-agent"},
 		{"rewrite", false, rewrite, seq(forward, []string{prepare, rewrite, cleanup}, undo), "HostFailure", "repointing-agent"},
-		{"agent check-in", true, waitAgent, seq(forward, []string{prepare, rewrite, waitAgent, cleanup}, undo), activities.ErrAgentCheckInTimeout, "repointing-agent"},
+		{"agent check-in", true, waitAgent, seq(forward, []string{prepare, rewrite, waitAgent, cleanup}, undo), activities.ErrTypeAgentCheckInTimeout, "repointing-agent"},
 		{"cleanup", false, cleanup, seq(forward, []string{prepare, rewrite, cleanup, cleanup}, undo), "HostFailure", "repointing-agent"},
-		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate", "IsActive"}, undo), activities.ErrRegionRefused, "activating"},
+		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate", "IsActive"}, undo), activities.ErrTypeRegionRefused, "activating"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,7 +148,7 @@ func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 			switch tt.fail {
 			case waitAgent:
 				f.env.OnActivity(a.WaitForAgentCheckIn, mock.Anything, mock.Anything).Return(
-					temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrAgentCheckInTimeout, nil))
+					temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrTypeAgentCheckInTimeout, nil))
 			case "Activate":
 				f.west.Fail("Activate", 422, -1)
 			}

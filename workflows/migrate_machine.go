@@ -29,13 +29,14 @@ const (
 	PhaseCanceled       = "canceled"
 )
 
-// Application error types raised by the workflow itself (activities raise theirs, see
-// package activities).
+// Application error types (temporal.ApplicationError.Type()) raised by the workflow itself
+// (activities raise theirs, see package activities); the values are recorded in histories
+// and must never change.
 const (
-	ErrInvalidInput       = "InvalidInput"
-	ErrJobRunning         = "JobRunning"
-	ErrCompensationFailed = "CompensationFailed"
-	ErrAfterActivation    = "FailedAfterActivation"
+	ErrTypeInvalidInput       = "InvalidInput"
+	ErrTypeJobRunning         = "JobRunning"
+	ErrTypeCompensationFailed = "CompensationFailed"
+	ErrTypeAfterActivation    = "FailedAfterActivation"
 )
 
 // DefaultAgentCheckInTimeout bounds the wait for a repointed agent when the input says nothing.
@@ -189,7 +190,7 @@ func (in MigrateMachineInput) check() error {
 		problems = append(problems, errors.New("durations must not be negative"))
 	}
 	if err := errors.Join(problems...); err != nil {
-		return temporal.NewNonRetryableApplicationError("invalid migration input: "+err.Error(), ErrInvalidInput, nil)
+		return temporal.NewNonRetryableApplicationError("invalid migration input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
 	return nil
 }
@@ -266,7 +267,7 @@ func (m *migration) validate(ctx workflow.Context) error {
 		if remaining <= 0 {
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("machine %s (%s) is running job %s; waited %s for it to end", m.machine.MachineName, m.machine.MachineUuid, m.machine.RunningJob, m.in.WaitForRunningJob),
-				ErrJobRunning, nil)
+				ErrTypeJobRunning, nil)
 		}
 		if err := m.setPhase(ctx, PhaseWaitingForJob); err != nil {
 			return err
@@ -339,7 +340,7 @@ func (m *migration) repoint(ctx workflow.Context) error {
 }
 
 func (m *migration) noRepoint() error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no way to repoint the agent of machine %s: method %q", m.machine.MachineUuid, m.machine.Repoint), ErrInvalidInput, nil)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no way to repoint the agent of machine %s: method %q", m.machine.MachineUuid, m.machine.Repoint), ErrTypeInvalidInput, nil)
 }
 
 // waitForAgent waits until the machine's agent checks in at the target.
@@ -466,7 +467,7 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 			err = temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("activating machine %s on %s failed: %v; then its state there could not be read (%v): nothing was undone, the source keeps its locked stub; activate the target or restore the source by hand",
 					m.machine.MachineUuid, m.in.TargetRegion, err, cerr),
-				ErrCompensationFailed, err)
+				ErrTypeCompensationFailed, err)
 			cancelled = false
 		case active:
 			m.comps.Commit()
@@ -482,13 +483,13 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 			m.progress.Errors = append(m.progress.Errors, err.Error())
 		})
 		if compErr != nil {
-			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
+			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrTypeCompensationFailed, err)
 			cancelled = false
 		}
 	}
 	if m.activated && !cancelled {
 		err = temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("machine %s is active on %s, but %s failed: %v", m.machine.MachineUuid, m.in.TargetRegion, phase, err), ErrAfterActivation, err)
+			fmt.Sprintf("machine %s is active on %s, but %s failed: %v", m.machine.MachineUuid, m.in.TargetRegion, phase, err), ErrTypeAfterActivation, err)
 	}
 	final := PhaseFailed
 	if cancelled {

@@ -27,8 +27,8 @@ const (
 	PhaseReleasing         = "releasing-operations"
 )
 
-// ErrMachinesFailed is the error type of a transfer whose machine migrations failed.
-const ErrMachinesFailed = "MachinesFailed"
+// ErrTypeMachinesFailed is the error type of a transfer whose machine migrations failed.
+const ErrTypeMachinesFailed = "MachinesFailed"
 
 // DefaultTransferWindow is how many machines a transfer migrates at once when the input
 // says nothing.
@@ -160,7 +160,7 @@ func (in TransferRackInput) check() error {
 		problems = append(problems, fmt.Errorf("WaitForRunningJob %s is negative", in.WaitForRunningJob))
 	}
 	if err := errors.Join(problems...); err != nil {
-		return temporal.NewNonRetryableApplicationError("invalid transfer input: "+err.Error(), ErrInvalidInput, nil)
+		return temporal.NewNonRetryableApplicationError("invalid transfer input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
 	return nil
 }
@@ -258,7 +258,7 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s", len(failures), len(t.plan.Machines),
 				t.progress.MachinesDone, len(t.plan.Machines)-next, strings.Join(failures, "; ")),
-			ErrMachinesFailed, nil)
+			ErrTypeMachinesFailed, nil)
 	}
 	return nil
 }
@@ -317,13 +317,13 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 			t.progress.Errors = append(t.progress.Errors, perr.Error())
 		}
 		if compErr := t.comps.Run(ctx, func(_ string, err error) { t.progress.Errors = append(t.progress.Errors, err.Error()) }); compErr != nil {
-			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
+			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrTypeCompensationFailed, err)
 			cancelled = false
 		}
 	}
 	if t.repointed && !cancelled {
 		err = temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("rack %s serves from %s now, but %s failed: %v", t.in.Rack, t.in.TargetRegion, phase, err), ErrAfterActivation, err)
+			fmt.Sprintf("rack %s serves from %s now, but %s failed: %v", t.in.Rack, t.in.TargetRegion, phase, err), ErrTypeAfterActivation, err)
 	}
 	final := PhaseFailed
 	if cancelled {

@@ -69,11 +69,12 @@ type ExportLeasesResult struct {
 	Exported int `json:"Exported"`
 }
 
-// Application error types of non-retryable failures.
+// Application error types (temporal.ApplicationError.Type()) of non-retryable failures;
+// the values are recorded in histories and must never change.
 const (
-	ErrInvalidInput        = "InvalidInput"
-	ErrUnknownSecret       = "UnknownSecret"
-	ErrRegistrationRefused = "RegistrationRefused"
+	ErrTypeInvalidInput        = "InvalidInput"
+	ErrTypeUnknownSecret       = "UnknownSecret"
+	ErrTypeRegistrationRefused = "RegistrationRefused"
 )
 
 // Activities are the rack-local activities.
@@ -107,17 +108,17 @@ func (a *Activities) ExportLeases(ctx context.Context) (ExportLeasesResult, erro
 // succeeded registers again (same rack UUID, fresh token) and changes nothing else.
 func (a *Activities) SwapRegionEndpoints(ctx context.Context, in SwapRegionEndpointsInput) (SwapRegionEndpointsResult, error) {
 	if err := validURLs(in.URLs); err != nil {
-		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidInput, nil)
 	}
 	secret, ok := a.secrets[in.Secret]
 	if !ok || secret == "" {
 		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no rack secret named %q in the rack's configuration", in.Secret), ErrUnknownSecret, nil)
+			fmt.Sprintf("no rack secret named %q in the rack's configuration", in.Secret), ErrTypeUnknownSecret, nil)
 	}
 	info, err := a.rack.MoveToRegion(ctx, in.URLs, secret)
 	var p permanent
 	if errors.As(err, &p) && p.Permanent() {
-		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrRegistrationRefused, err)
+		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRegistrationRefused, err)
 	}
 	if err != nil {
 		return SwapRegionEndpointsResult{}, fmt.Errorf("move rack to %v: %w", in.URLs, err)

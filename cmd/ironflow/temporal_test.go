@@ -205,7 +205,7 @@ func (f *fakeActivities) ValidateMigration(ctx context.Context, in activities.Va
 	for _, region := range []string{in.SourceRegion, in.TargetRegion} {
 		if _, ok := regionURLs[region]; !ok {
 			return activities.ValidateResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("region %q is not in this worker's regions file", region), activities.ErrUnknownRegion, nil)
+				fmt.Sprintf("region %q is not in this worker's regions file", region), activities.ErrTypeUnknownRegion, nil)
 		}
 	}
 	f.mu.Lock()
@@ -213,7 +213,7 @@ func (f *fakeActivities) ValidateMigration(ctx context.Context, in activities.Va
 	f.mu.Unlock()
 	if !ok || in.SourceRegion != "region-a" {
 		return activities.ValidateResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("machine %s not found on region %s", in.Machine, in.SourceRegion), activities.ErrMachineNotFound, nil)
+			fmt.Sprintf("machine %s not found on region %s", in.Machine, in.SourceRegion), activities.ErrTypeMachineNotFound, nil)
 	}
 	return activities.ValidateResult{
 		MachineUuid:    in.Machine,
@@ -233,7 +233,7 @@ func (f *fakeActivities) ExportImport(ctx context.Context, in activities.CopyInp
 	id := f.record(ctx, "ExportImport")
 	claims, err := signers[in.TargetRegion].Verify(in.Ticket, time.Now(), tickets.ScopeImport)
 	if err != nil {
-		return activities.CopyResult{}, temporal.NewNonRetryableApplicationError("import refused: "+err.Error(), activities.ErrRegionRefused, err)
+		return activities.CopyResult{}, temporal.NewNonRetryableApplicationError("import refused: "+err.Error(), activities.ErrTypeRegionRefused, err)
 	}
 	f.mu.Lock()
 	f.tickets[id] = claims.ID
