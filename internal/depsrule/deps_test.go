@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -136,5 +137,20 @@ func TestRulesCatchAViolation(t *testing.T) {
 	}
 	if _, bad := rules[2].violations(deps); len(bad) != 0 {
 		t.Errorf("region/server rule: got %v, want none (workflowsx is not workflows)", bad)
+	}
+}
+
+// TestArchitectureListsEveryPackage keeps the package map of ARCHITECTURE.md complete: a new
+// package gets its line there.
+func TestArchitectureListsEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("../../ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg := range listDeps(t) {
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if !bytes.Contains(doc, []byte("| `"+rel+"` |")) {
+			t.Errorf("ARCHITECTURE.md has no line for package %s in its package map", rel)
+		}
 	}
 }
