@@ -121,6 +121,37 @@ func network(t *testing.T, c *client.Client, rack string) (net.HardwareAddr, net
 	return mac, netAddr(50)
 }
 
+// movingRack is a rack registered with region-a, its network on both regions and its record
+// on region-b: what the transfer workflow has copied before it repoints the rack.
+type movingRack struct {
+	src, dst *region
+	dir      string // the rack's state dir
+	state    State
+	mac      net.HardwareAddr // a machine with a reserved address on the rack's subnet
+	reserved netip.Addr
+}
+
+func newMovingRack(t *testing.T) movingRack {
+	t.Helper()
+	ctx := context.Background()
+	m := movingRack{
+		src: startRegion(t, pgtest.NewDatabase(t), "region-a"),
+		dst: startRegion(t, pgtest.NewDatabase(t), "region-b"),
+		dir: t.TempDir(),
+	}
+	var err error
+	m.state, err = Register(ctx, RegisterOptions{URLs: []string{m.src.URL}, Secret: testSecret, Name: "rack-1", StateDir: m.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mac, m.reserved = network(t, m.src.admin(), m.state.Uuid)
+	if _, err := m.dst.admin().Racks().Create(ctx, api.Rack{Uuid: m.state.Uuid, Name: "rack-1"}); err != nil {
+		t.Fatal(err)
+	}
+	network(t, m.dst.admin(), m.state.Uuid)
+	return m
+}
+
 // rackOptions serves DHCP relayed on 127.0.0.1 and HTTP boot, with fast heartbeats and
 // region checks.
 func rackOptions(t *testing.T, stateDir string) Options {

@@ -159,20 +159,9 @@ func checkBootScripts(t *testing.T, rackURL string, known, unknown net.HardwareA
 // TestRackMovesToAnotherRegion moves a serving rack to another region with the rack-local
 // activities while a client renews its lease all along.
 func TestRackMovesToAnotherRegion(t *testing.T) {
-	src := startRegion(t, pgtest.NewDatabase(t), "region-a")
-	dst := startRegion(t, pgtest.NewDatabase(t), "region-b")
+	m := newMovingRack(t)
+	dst, dir, st, mac, reserved := m.dst, m.dir, m.state, m.mac, m.reserved
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := Register(ctx, RegisterOptions{URLs: []string{src.URL}, Secret: testSecret, Name: "rack-1", StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mac, reserved := network(t, src.admin(), st.Uuid)
-	// What the transfer workflow copies before it repoints the rack.
-	if _, err := dst.admin().Racks().Create(ctx, api.Rack{Uuid: st.Uuid, Name: "rack-1"}); err != nil {
-		t.Fatal(err)
-	}
-	network(t, dst.admin(), st.Uuid)
 
 	o := rackOptions(t, dir)
 	rk := startRack(t, o)

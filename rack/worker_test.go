@@ -13,10 +13,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/internal/testutil"
-	"github.com/ironflow/ironflow/region/api"
 )
 
 // probeResult is what transferProbe saw.
@@ -68,18 +66,8 @@ func TestRackWorkerRunsTheTransferActivities(t *testing.T) {
 	}
 	defer srv.Stop()
 
-	src := startRegion(t, pgtest.NewDatabase(t), "region-a")
-	dst := startRegion(t, pgtest.NewDatabase(t), "region-b")
-	dir := t.TempDir()
-	st, err := Register(ctx, RegisterOptions{URLs: []string{src.URL}, Secret: testSecret, Name: "rack-1", StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mac, reserved := network(t, src.admin(), st.Uuid)
-	if _, err := dst.admin().Racks().Create(ctx, api.Rack{Uuid: st.Uuid, Name: "rack-1"}); err != nil {
-		t.Fatal(err)
-	}
-	network(t, dst.admin(), st.Uuid)
+	m := newMovingRack(t)
+	src, dst, dir, st, mac, reserved := m.src, m.dst, m.dir, m.state, m.mac, m.reserved
 
 	temporalLog := tlog.NewStructuredLogger(quiet)
 	o := rackOptions(t, dir)
