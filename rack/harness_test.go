@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -158,9 +157,9 @@ func rackOptions(t *testing.T, stateDir string) Options {
 	t.Helper()
 	return Options{
 		StateDir:            stateDir,
-		DHCPRelayListen:     net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreeUDPPort(t))),
+		DHCPRelayListen:     testutil.FreeUDPAddr(t),
 		HTTPListen:          testutil.FreeAddr(t),
-		TFTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreeUDPPort(t))),
+		TFTPListen:          testutil.FreeUDPAddr(t),
 		BootDir:             t.TempDir(),
 		HeartbeatInterval:   200 * time.Millisecond,
 		RegionCheckInterval: 200 * time.Millisecond,

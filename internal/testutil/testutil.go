@@ -65,14 +65,14 @@ func FreeAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }
 
-// FreeUDPPort returns a UDP port on 127.0.0.1 that nothing listened on a moment ago.
-func FreeUDPPort(t testing.TB) int {
+// FreeUDPAddr returns 127.0.0.1:port for a UDP port that nothing listened on a moment ago.
+func FreeUDPAddr(t testing.TB) string {
 	t.Helper()
 	port, err := netutil.FreeUDPPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return port
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // SafeBuffer is a bytes.Buffer that one goroutine (a logger, a command, a child process) can

@@ -84,7 +84,7 @@ func TestSafeBufferConcurrentWrites(t *testing.T) {
 }
 
 func TestFreePorts(t *testing.T) {
-	if FreePort(t) <= 0 || FreeUDPPort(t) <= 0 || !strings.HasPrefix(FreeAddr(t), "127.0.0.1:") {
+	if FreePort(t) <= 0 || !strings.HasPrefix(FreeAddr(t), "127.0.0.1:") || !strings.HasPrefix(FreeUDPAddr(t), "127.0.0.1:") {
 		t.Fatal("no port")
 	}
 }
