@@ -38,6 +38,8 @@ test-integration: tools
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@# go.mod lists exactly what the code imports, direct dependencies not marked indirect.
+	$(GO) mod tidy -diff
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/

@@ -10,8 +10,8 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 )
 
-// ErrInvalidSelector is the error type of a selector that selects nothing by construction.
-const ErrInvalidSelector = "InvalidSelector"
+// ErrTypeInvalidSelector is the error type of a selector that selects nothing by construction.
+const ErrTypeInvalidSelector = "InvalidSelector"
 
 // Selector chooses machines on a region for a bulk migration: every machine of Pool and/or
 // Rack (both given: machines in both), or the machines Names lists.
@@ -77,7 +77,7 @@ func (c ClientRegion) ListMachines(ctx context.Context, filters url.Values) ([]a
 // error naming it. Only UUIDs are returned: workflow history stays small.
 func (a *Activities) SelectMachines(ctx context.Context, in SelectInput) ([]string, error) {
 	if err := in.Selector.Check(); err != nil {
-		return nil, nonRetryable(ErrInvalidSelector, "%v", err)
+		return nil, nonRetryable(ErrTypeInvalidSelector, "%v", err)
 	}
 	r, err := a.Regions.Region(in.Region)
 	if err != nil {
@@ -115,7 +115,7 @@ func byName(ctx context.Context, r Region, region string, names []string) ([]str
 		}
 	}
 	if len(missing) > 0 {
-		return nil, nonRetryable(ErrMachineNotFound, "machines not found on region %s: %s", region, strings.Join(missing, ", "))
+		return nil, nonRetryable(ErrTypeMachineNotFound, "machines not found on region %s: %s", region, strings.Join(missing, ", "))
 	}
 	return uuids, nil
 }
@@ -123,7 +123,7 @@ func byName(ctx context.Context, r Region, region string, names []string) ([]str
 func byFilters(ctx context.Context, r Region, region string, s Selector) ([]string, error) {
 	lister, ok := r.(MachineLister)
 	if !ok {
-		return nil, nonRetryable(ErrInvalidSelector, "region %s cannot list machines (%T has no ListMachines)", region, r)
+		return nil, nonRetryable(ErrTypeInvalidSelector, "region %s cannot list machines (%T has no ListMachines)", region, r)
 	}
 	filters := url.Values{}
 	if s.Pool != "" {

@@ -96,10 +96,10 @@ func TestSelectMachines(t *testing.T) {
 		{"pool and rack", "east", activities.Selector{Pool: "gold", Rack: "r1"}, []string{"u-3"}, "Pool=gold&Rack=r1", "", ""},
 		{"names, duplicates once", "east", activities.Selector{Names: []string{"c", "a", "c"}}, []string{"u-1", "u-3"}, "", "", ""},
 		{"nothing selected", "east", activities.Selector{Pool: "bronze"}, []string{}, "Pool=bronze", "", ""},
-		{"empty selector", "east", activities.Selector{}, nil, "", activities.ErrInvalidSelector, "selector is empty"},
-		{"names and pool", "east", activities.Selector{Pool: "gold", Names: []string{"a"}}, nil, "", activities.ErrInvalidSelector, "mixes machine names"},
-		{"unknown names", "east", activities.Selector{Names: []string{"a", "zz", "yy"}}, nil, "", activities.ErrMachineNotFound, "machines not found on region east: zz, yy"},
-		{"unknown region", "north", activities.Selector{Pool: "gold"}, nil, "", activities.ErrUnknownRegion, "north"},
+		{"empty selector", "east", activities.Selector{}, nil, "", activities.ErrTypeInvalidSelector, "selector is empty"},
+		{"names and pool", "east", activities.Selector{Pool: "gold", Names: []string{"a"}}, nil, "", activities.ErrTypeInvalidSelector, "mixes machine names"},
+		{"unknown names", "east", activities.Selector{Names: []string{"a", "zz", "yy"}}, nil, "", activities.ErrTypeMachineNotFound, "machines not found on region east: zz, yy"},
+		{"unknown region", "north", activities.Selector{Pool: "gold"}, nil, "", activities.ErrTypeUnknownRegion, "north"},
 		{"no grant", "east", activities.Selector{Pool: "gold"}, nil, "", activities.ErrGrantRefused, "region east refused the grant to move bulk"},
 	}
 	for _, tt := range tests {

@@ -62,7 +62,7 @@ type ValidateResult struct {
 func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (ValidateResult, error) {
 	var res ValidateResult
 	if in.SourceRegion == in.TargetRegion {
-		return res, nonRetryable(ErrRegionMismatch, "source and target region are both %q", in.SourceRegion)
+		return res, nonRetryable(ErrTypeRegionMismatch, "source and target region are both %q", in.SourceRegion)
 	}
 	src, srcInfo, err := a.checkedRegion(ctx, in.SourceRegion)
 	if err != nil {
@@ -73,7 +73,7 @@ func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (V
 		return res, err
 	}
 	if srcInfo.Uuid != "" && srcInfo.Uuid == dstInfo.Uuid {
-		return res, nonRetryable(ErrRegionMismatch, "regions %q and %q are the same region (uuid %s)", in.SourceRegion, in.TargetRegion, srcInfo.Uuid)
+		return res, nonRetryable(ErrTypeRegionMismatch, "regions %q and %q are the same region (uuid %s)", in.SourceRegion, in.TargetRegion, srcInfo.Uuid)
 	}
 	res.TargetEndpoint, res.SourceEndpoint = dstInfo.URL, srcInfo.URL
 
@@ -83,7 +83,7 @@ func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (V
 	}
 	m, err := home.GetMachine(ctx, in.Machine)
 	if isNotFound(err) {
-		return res, nonRetryable(ErrMachineNotFound, "machine %s not found on region %s", in.Machine, homeName)
+		return res, nonRetryable(ErrTypeMachineNotFound, "machine %s not found on region %s", in.Machine, homeName)
 	}
 	if err != nil {
 		return res, classify(err, "get machine %s on %s", in.Machine, homeName)
@@ -132,7 +132,7 @@ func (a *Activities) checkedRegion(ctx context.Context, name string) (Region, ap
 		return nil, info, classify(err, "region %s info", name)
 	}
 	if info.Name != name {
-		return nil, info, nonRetryable(ErrRegionMismatch, "region %q of the regions file reports its name as %q: fix the worker's regions file", name, info.Name)
+		return nil, info, nonRetryable(ErrTypeRegionMismatch, "region %q of the regions file reports its name as %q: fix the worker's regions file", name, info.Name)
 	}
 	return r, info, nil
 }
@@ -140,13 +140,13 @@ func (a *Activities) checkedRegion(ctx context.Context, name string) (Region, ap
 func checkMigratable(m api.Machine, in ValidateInput) error {
 	switch {
 	case m.WorkOrderMode:
-		return nonRetryable(ErrWorkOrderMode, "machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
+		return nonRetryable(ErrTypeWorkOrderMode, "machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
 	case m.Meta[api.MetaRedirectEndpoint] != "":
 		// The detail is where it went, so a caller can tell a machine already on its target.
 		to := m.Meta[api.MetaRedirectEndpoint]
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("machine %s (%s) on %s is a stub already migrated to %s", m.Name, m.Uuid, in.SourceRegion, to), ErrAlreadyMigrated, nil, to)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("machine %s (%s) on %s is a stub already migrated to %s", m.Name, m.Uuid, in.SourceRegion, to), ErrTypeAlreadyMigrated, nil, to)
 	case m.Meta[api.MetaMigrating] != "" && m.Meta[api.MetaMigrating] != in.Migration:
-		return nonRetryable(ErrAlreadyMigrating, "machine %s (%s) is already being migrated by %s", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
+		return nonRetryable(ErrTypeAlreadyMigrating, "machine %s (%s) is already being migrated by %s", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
 	}
 	return nil
 }
@@ -178,7 +178,7 @@ func checkConflicts(ctx context.Context, dst Region, m api.Machine, target strin
 		}
 	}
 	if len(conflicts) > 0 {
-		return nonRetryable(ErrDestinationConflict, "cannot migrate machine %s (%s) to %s: %s", m.Name, m.Uuid, target, strings.Join(conflicts, "; "))
+		return nonRetryable(ErrTypeDestinationConflict, "cannot migrate machine %s (%s) to %s: %s", m.Name, m.Uuid, target, strings.Join(conflicts, "; "))
 	}
 	return nil
 }
@@ -220,14 +220,14 @@ func (a *Activities) Quiesce(ctx context.Context, ref MachineRef) error {
 		return nil // quiesced by this migration before a crash
 	case "":
 	default:
-		return nonRetryable(ErrAlreadyMigrating, "machine %s is already being migrated by %s", ref.Machine, m.Meta[api.MetaMigrating])
+		return nonRetryable(ErrTypeAlreadyMigrating, "machine %s is already being migrated by %s", ref.Machine, m.Meta[api.MetaMigrating])
 	}
 	_, err = r.Quiesce(ctx, ref.Machine, api.QuiesceRequest{Migration: ref.Migration})
 	return classify(err, "quiesce machine %s on %s", ref.Machine, ref.Region)
 }
 
 // Unquiesce undoes Quiesce; it does nothing when this migration does not hold the machine.
-// A machine gone from the region is ErrMachineNotFound: there is nothing left to undo there.
+// A machine gone from the region is ErrTypeMachineNotFound: there is nothing left to undo there.
 func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
 	r, m, err := a.sourceMachine(ctx, ref)
 	if err != nil || m.Meta[api.MetaMigrating] != ref.Migration {
@@ -289,7 +289,7 @@ func (a *Activities) exportImport(ctx context.Context, in CopyInput) (CopyResult
 	switch {
 	case err == nil && isRedirectStub(existing):
 	case err == nil && existing.Runnable:
-		return res, nonRetryable(ErrDestinationConflict, "machine %s is already active on %s", in.Machine, in.TargetRegion)
+		return res, nonRetryable(ErrTypeDestinationConflict, "machine %s is already active on %s", in.Machine, in.TargetRegion)
 	case err == nil:
 		activity.GetLogger(ctx).Info("machine already imported by an earlier attempt", "machine", in.Machine, "region", in.TargetRegion)
 		return res, nil
@@ -323,7 +323,7 @@ func (a *Activities) DeleteImportedCopy(ctx context.Context, ref MachineRef) err
 		return nil
 	}
 	if m.Runnable {
-		return nonRetryable(ErrUnsafeDelete, "machine %s is active on %s; not deleting it", ref.Machine, ref.Region)
+		return nonRetryable(ErrTypeUnsafeDelete, "machine %s is active on %s; not deleting it", ref.Machine, ref.Region)
 	}
 	return a.deleteMachine(ctx, r, ref)
 }
@@ -345,7 +345,7 @@ func (a *Activities) FinalizeMigration(ctx context.Context, in FinalizeInput) er
 }
 
 // RestoreMigration undoes FinalizeMigration; it does nothing when the machine is not a stub.
-// A machine gone from the region is ErrMachineNotFound: the copy on the target may be its
+// A machine gone from the region is ErrTypeMachineNotFound: the copy on the target may be its
 // last record.
 func (a *Activities) RestoreMigration(ctx context.Context, ref MachineRef) error {
 	r, m, err := a.sourceMachine(ctx, ref)
@@ -388,7 +388,7 @@ func (a *Activities) DeleteStub(ctx context.Context, ref MachineRef) error {
 		return err
 	}
 	if !isRedirectStub(m) {
-		return nonRetryable(ErrUnsafeDelete, "machine %s on %s is not a migrated stub; not deleting it", ref.Machine, ref.Region)
+		return nonRetryable(ErrTypeUnsafeDelete, "machine %s on %s is not a migrated stub; not deleting it", ref.Machine, ref.Region)
 	}
 	return a.deleteMachine(ctx, r, ref)
 }
@@ -421,7 +421,7 @@ func (a *Activities) WaitForAgentCheckIn(ctx context.Context, in AgentWaitInput)
 			activity.GetLogger(ctx).Warn("polling for the agent check-in", "machine", in.Machine, "error", err)
 		}
 		if !time.Now().Before(in.Deadline) {
-			return nonRetryable(ErrAgentCheckInTimeout, "the agent of machine %s did not check in at %s by %s", in.Machine, in.Region, in.Deadline.Format(time.RFC3339))
+			return nonRetryable(ErrTypeAgentCheckInTimeout, "the agent of machine %s did not check in at %s by %s", in.Machine, in.Region, in.Deadline.Format(time.RFC3339))
 		}
 		activity.RecordHeartbeat(ctx)
 		select {
@@ -445,11 +445,11 @@ func (a *Activities) machine(ctx context.Context, ref MachineRef) (Region, api.M
 }
 
 // sourceMachine is machine for the undos on the source, where a missing machine is
-// ErrMachineNotFound: someone removed it during the migration.
+// ErrTypeMachineNotFound: someone removed it during the migration.
 func (a *Activities) sourceMachine(ctx context.Context, ref MachineRef) (Region, api.Machine, error) {
 	r, m, err := a.machine(ctx, ref)
 	if isNotFound(err) {
-		return r, m, nonRetryable(ErrMachineNotFound, "machine %s is gone from %s, where migration %s left it", ref.Machine, ref.Region, ref.Migration)
+		return r, m, nonRetryable(ErrTypeMachineNotFound, "machine %s is gone from %s, where migration %s left it", ref.Machine, ref.Region, ref.Migration)
 	}
 	return r, m, err
 }

@@ -132,10 +132,10 @@ func TestActivitiesClassifyRegionErrors(t *testing.T) {
 func TestActivitiesRefuseUnsafeDeletes(t *testing.T) {
 	f := newFixture(t)
 	f.west.Put(api.Machine{Uuid: uuid, Name: "birdy", Runnable: true})
-	if err := f.exec(a.DeleteImportedCopy, ref("west")); !hasType(err, activities.ErrUnsafeDelete) {
+	if err := f.exec(a.DeleteImportedCopy, ref("west")); !hasType(err, activities.ErrTypeUnsafeDelete) {
 		t.Errorf("deleting an active target machine: %v", err)
 	}
-	if err := f.exec(a.DeleteStub, ref("east")); !hasType(err, activities.ErrUnsafeDelete) {
+	if err := f.exec(a.DeleteStub, ref("east")); !hasType(err, activities.ErrTypeUnsafeDelete) {
 		t.Errorf("deleting a live source machine: %v", err)
 	}
 	if got := f.journal.Calls(); len(got) != 0 {
@@ -147,7 +147,7 @@ func TestExportImportRefusesActiveCopy(t *testing.T) {
 	f := newFixture(t)
 	f.west.Put(api.Machine{Uuid: uuid, Name: "birdy", Runnable: true})
 	err := f.exec(a.ExportImport, activities.CopyInput{SourceRegion: "east", TargetRegion: "west", Machine: uuid, Ticket: "t"})
-	if !hasType(err, activities.ErrDestinationConflict) {
+	if !hasType(err, activities.ErrTypeDestinationConflict) {
 		t.Errorf("got %v", err)
 	}
 }
@@ -155,7 +155,7 @@ func TestExportImportRefusesActiveCopy(t *testing.T) {
 func TestQuiesceRefusesOtherMigration(t *testing.T) {
 	f := newFixture(t)
 	f.east.Update(uuid, func(m *api.Machine) { m.Meta[api.MetaMigrating] = "migrate-machine/other" })
-	if err := f.exec(a.Quiesce, ref("east")); !hasType(err, activities.ErrAlreadyMigrating) {
+	if err := f.exec(a.Quiesce, ref("east")); !hasType(err, activities.ErrTypeAlreadyMigrating) {
 		t.Errorf("got %v", err)
 	}
 	if err := f.exec(a.Unquiesce, ref("east")); err != nil || len(f.journal.Calls()) != 0 {
@@ -172,7 +172,7 @@ func TestWaitForAgentCheckIn(t *testing.T) {
 		wantType string
 	}{
 		{"agent checks in", true, time.Minute, ""},
-		{"agent stays away", false, 50 * time.Millisecond, activities.ErrAgentCheckInTimeout},
+		{"agent stays away", false, 50 * time.Millisecond, activities.ErrTypeAgentCheckInTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

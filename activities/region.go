@@ -63,18 +63,19 @@ func (c ClientRegion) GetJob(ctx context.Context, key string) (api.Job, error) {
 }
 
 // Application error types set by the activities and the workflow, so callers can tell
-// failures apart with temporal.ApplicationError.Type().
+// failures apart with temporal.ApplicationError.Type(). They are type names (strings), not
+// errors: the values are recorded in workflow histories and must never change.
 const (
-	ErrUnknownRegion       = "UnknownRegion"
-	ErrRegionMismatch      = "RegionMismatch"
-	ErrMachineNotFound     = "MachineNotFound"
-	ErrWorkOrderMode       = "WorkOrderMode"
-	ErrAlreadyMigrating    = "AlreadyMigrating"
-	ErrAlreadyMigrated     = "AlreadyMigrated"
-	ErrDestinationConflict = "DestinationConflict"
-	ErrRegionRefused       = "RegionRefused"
-	ErrUnsafeDelete        = "UnsafeDelete"
-	ErrAgentCheckInTimeout = "AgentCheckInTimeout"
+	ErrTypeUnknownRegion       = "UnknownRegion"
+	ErrTypeRegionMismatch      = "RegionMismatch"
+	ErrTypeMachineNotFound     = "MachineNotFound"
+	ErrTypeWorkOrderMode       = "WorkOrderMode"
+	ErrTypeAlreadyMigrating    = "AlreadyMigrating"
+	ErrTypeAlreadyMigrated     = "AlreadyMigrated"
+	ErrTypeDestinationConflict = "DestinationConflict"
+	ErrTypeRegionRefused       = "RegionRefused"
+	ErrTypeUnsafeDelete        = "UnsafeDelete"
+	ErrTypeAgentCheckInTimeout = "AgentCheckInTimeout"
 )
 
 // classify turns a region error into an activity error: the region's 4xx answers are final
@@ -86,7 +87,7 @@ func classify(err error, format string, args ...any) error {
 	}
 	msg := fmt.Sprintf(format, args...)
 	if isFinal(err) {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", msg, err), ErrRegionRefused, err)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", msg, err), ErrTypeRegionRefused, err)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }

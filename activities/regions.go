@@ -61,6 +61,15 @@ func LoadRegions(path string) (*Regions, error) {
 	return r, nil
 }
 
+// MarshalRegions returns the regions file, in the format LoadRegions reads, that lists configs.
+func MarshalRegions(configs map[string]RegionConfig) ([]byte, error) {
+	data, err := yaml.Marshal(regionsFile{Regions: configs})
+	if err != nil {
+		return nil, fmt.Errorf("regions file: %w", err)
+	}
+	return data, nil
+}
+
 // NewRegions checks configs (every region has a name and an absolute http(s) URL, no URL is
 // listed twice) and returns a resolver that makes clients with dial.
 func NewRegions(configs map[string]RegionConfig, dial func(RegionConfig) Region) (*Regions, error) {
@@ -106,7 +115,7 @@ func (r *Regions) Region(nameOrURL string) (Region, error) {
 		name, ok = r.byURL[normaliseURL(nameOrURL)]
 	}
 	if !ok {
-		return nil, nonRetryable(ErrUnknownRegion, "region %q is not in this worker's regions file", nameOrURL)
+		return nil, nonRetryable(ErrTypeUnknownRegion, "region %q is not in this worker's regions file", nameOrURL)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

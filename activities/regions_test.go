@@ -69,7 +69,7 @@ func TestLoadRegions(t *testing.T) {
 					t.Errorf("Region(%q) reached %+v (%v), want %s with its token", key, info, err, want)
 				}
 			}
-			if _, err := regions.Region("mars"); !hasType(err, activities.ErrUnknownRegion) {
+			if _, err := regions.Region("mars"); !hasType(err, activities.ErrTypeUnknownRegion) {
 				t.Errorf("unknown region: %v", err)
 			}
 		})
@@ -87,5 +87,31 @@ func TestRegionNames(t *testing.T) {
 	names, err := (&activities.Activities{Regions: regions}).RegionNames(context.Background())
 	if err != nil || strings.Join(names, ",") != "east,west" {
 		t.Errorf("RegionNames = %v, %v", names, err)
+	}
+}
+
+// TestMarshalRegionsRoundTrips writes a regions file with MarshalRegions and reads it back,
+// with values YAML would misread if they were written by hand (a colon, quotes, a #).
+func TestMarshalRegionsRoundTrips(t *testing.T) {
+	east := infoServer(t, "east")
+	token := `t: "x" #y`
+	data, err := activities.MarshalRegions(map[string]activities.RegionConfig{"east": {URL: east.URL, Token: token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "regions.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	regions, err := activities.LoadRegions(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	r, err := regions.Region("east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := r.Info(context.Background()); err != nil || info.Version != "Bearer "+token {
+		t.Errorf("region east reached %+v (%v), want it with token %q", info, err, token)
 	}
 }

@@ -57,7 +57,7 @@ func TestValidateRefusesOtherRecordOfSameMachine(t *testing.T) {
 			f := newFixture(t)
 			f.west.Put(tt.m)
 			in := activities.ValidateInput{Migration: migration, SourceRegion: "east", TargetRegion: "west", Machine: "Name:birdy"}
-			if err := f.exec(a.ValidateMigration, in); !hasType(err, activities.ErrDestinationConflict) {
+			if err := f.exec(a.ValidateMigration, in); !hasType(err, activities.ErrTypeDestinationConflict) {
 				t.Errorf("got %v", err)
 			}
 		})

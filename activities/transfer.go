@@ -30,11 +30,12 @@ func (c ClientRegion) GetRack(ctx context.Context, key string) (api.Rack, error)
 	return c.Racks().Get(ctx, key)
 }
 
-// Application error types of the rack transfer.
+// Application error types (temporal.ApplicationError.Type()) of the rack transfer; the
+// values are recorded in histories and must never change.
 const (
-	ErrRackNotFound   = "RackNotFound"
-	ErrRackNotOnline  = "RackNotOnline"
-	ErrNoRackTransfer = "NoRackTransfer"
+	ErrTypeRackNotFound   = "RackNotFound"
+	ErrTypeRackNotOnline  = "RackNotOnline"
+	ErrTypeNoRackTransfer = "NoRackTransfer"
 )
 
 // TransferInput names the rack and the regions of one rack transfer.
@@ -71,7 +72,7 @@ type TransferPlan struct {
 func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (TransferPlan, error) {
 	var plan TransferPlan
 	if in.SourceRegion == in.TargetRegion {
-		return plan, nonRetryable(ErrRegionMismatch, "source and target region are both %q", in.SourceRegion)
+		return plan, nonRetryable(ErrTypeRegionMismatch, "source and target region are both %q", in.SourceRegion)
 	}
 	src, _, err := a.checkedRackRegion(ctx, in.SourceRegion)
 	if err != nil {
@@ -83,7 +84,7 @@ func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (Tr
 	}
 	rack, err := src.GetRack(ctx, in.Rack)
 	if isNotFound(err) {
-		return plan, nonRetryable(ErrRackNotFound, "rack %s not found on region %s", in.Rack, in.SourceRegion)
+		return plan, nonRetryable(ErrTypeRackNotFound, "rack %s not found on region %s", in.Rack, in.SourceRegion)
 	}
 	if err != nil {
 		return plan, classify(err, "get rack %s on %s", in.Rack, in.SourceRegion)
@@ -93,7 +94,7 @@ func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (Tr
 		return plan, err
 	}
 	if rack.Status != api.RackOnline {
-		return plan, nonRetryable(ErrRackNotOnline, "rack %s (%s) is %s on %s; only an online rack can be transferred", rack.Name, rack.Uuid, rack.Status, in.SourceRegion)
+		return plan, nonRetryable(ErrTypeRackNotOnline, "rack %s (%s) is %s on %s; only an online rack can be transferred", rack.Name, rack.Uuid, rack.Status, in.SourceRegion)
 	}
 	b, err := src.ExportRack(ctx, rack.Uuid)
 	if err != nil {
@@ -104,7 +105,7 @@ func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (Tr
 		return plan, classify(err, "check rack %s against %s", rack.Name, in.TargetRegion)
 	}
 	if len(check.Conflicts) > 0 {
-		return plan, nonRetryable(ErrDestinationConflict, "rack %s cannot move to %s: %s", rack.Name, in.TargetRegion, strings.Join(check.Conflicts, "; "))
+		return plan, nonRetryable(ErrTypeDestinationConflict, "rack %s cannot move to %s: %s", rack.Name, in.TargetRegion, strings.Join(check.Conflicts, "; "))
 	}
 	plan = TransferPlan{
 		RackName: rack.Name, VLANs: len(b.VLANs), Subnets: len(b.Subnets), Pods: len(b.Pods), Leases: len(b.Leases),
@@ -127,7 +128,7 @@ func (a *Activities) checkedRackRegion(ctx context.Context, name string) (RackRe
 	}
 	rr, ok := r.(RackRegion)
 	if !ok {
-		return nil, info, nonRetryable(ErrNoRackTransfer, "the client of region %s cannot transfer racks", name)
+		return nil, info, nonRetryable(ErrTypeNoRackTransfer, "the client of region %s cannot transfer racks", name)
 	}
 	return rr, info, nil
 }
@@ -139,7 +140,7 @@ func (a *Activities) rackRegion(name string) (RackRegion, error) {
 	}
 	rr, ok := r.(RackRegion)
 	if !ok {
-		return nil, nonRetryable(ErrNoRackTransfer, "the client of region %s cannot transfer racks", name)
+		return nil, nonRetryable(ErrTypeNoRackTransfer, "the client of region %s cannot transfer racks", name)
 	}
 	return rr, nil
 }

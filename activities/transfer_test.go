@@ -121,14 +121,14 @@ func TestValidateTransfer(t *testing.T) {
 		errText string
 	}{
 		{name: "ok", setup: func(*rackRegion, *rackRegion) {}},
-		{name: "same region", in: activities.TransferInput{SourceRegion: "east", TargetRegion: "east", Rack: rackUUID}, errType: activities.ErrRegionMismatch},
-		{name: "unknown rack", setup: func(east, _ *rackRegion) { east.rack = nil }, errType: activities.ErrRackNotFound, errText: "not found on region east"},
-		{name: "offline rack", setup: func(east, _ *rackRegion) { east.rack.Status = api.RackOffline }, errType: activities.ErrRackNotOnline, errText: "is offline"},
-		{name: "paused rack", setup: func(east, _ *rackRegion) { east.rack.Status = api.RackPaused }, errType: activities.ErrRackNotOnline, errText: "is paused"},
+		{name: "same region", in: activities.TransferInput{SourceRegion: "east", TargetRegion: "east", Rack: rackUUID}, errType: activities.ErrTypeRegionMismatch},
+		{name: "unknown rack", setup: func(east, _ *rackRegion) { east.rack = nil }, errType: activities.ErrTypeRackNotFound, errText: "not found on region east"},
+		{name: "offline rack", setup: func(east, _ *rackRegion) { east.rack.Status = api.RackOffline }, errType: activities.ErrTypeRackNotOnline, errText: "is offline"},
+		{name: "paused rack", setup: func(east, _ *rackRegion) { east.rack.Status = api.RackPaused }, errType: activities.ErrTypeRackNotOnline, errText: "is paused"},
 		{name: "conflicts", setup: func(_, west *rackRegion) {
 			west.conflicts = []string{"subnet 10.42.0.0/24 exists as subnet x", "machine name node-01 is used by machine y"}
-		}, errType: activities.ErrDestinationConflict, errText: "subnet 10.42.0.0/24 exists as subnet x; machine name node-01 is used by machine y"},
-		{name: "shared VLAN", setup: func(east, _ *rackRegion) { east.fail["ExportRack"] = http.StatusConflict }, errType: activities.ErrRegionRefused, errText: "ExportRack failed"},
+		}, errType: activities.ErrTypeDestinationConflict, errText: "subnet 10.42.0.0/24 exists as subnet x; machine name node-01 is used by machine y"},
+		{name: "shared VLAN", setup: func(east, _ *rackRegion) { east.fail["ExportRack"] = http.StatusConflict }, errType: activities.ErrTypeRegionRefused, errText: "ExportRack failed"},
 		{name: "target down", setup: func(_, west *rackRegion) { west.fail["CheckRackImport"] = http.StatusServiceUnavailable }, errText: "CheckRackImport failed"},
 	}
 	for _, c := range cases {

@@ -22,7 +22,7 @@ type UndoCopyInput struct {
 
 // UndoCopy undoes ExportImport once the source holds the machine's live record again. It
 // never removes the last copy: a source that lost the machine, or still holds only its
-// stub, makes it refuse with ErrLastCopy. It never touches an active copy (ErrUnsafeDelete),
+// stub, makes it refuse with ErrLastCopy. It never touches an active copy (ErrTypeUnsafeDelete),
 // and a copy already a stub, or gone, is done.
 func (a *Activities) UndoCopy(ctx context.Context, in UndoCopyInput) error {
 	src, sm, err := a.machine(ctx, in.Source)
@@ -43,7 +43,7 @@ func (a *Activities) UndoCopy(ctx context.Context, in UndoCopyInput) error {
 	case isRedirectStub(tm):
 		return nil
 	case tm.Runnable:
-		return nonRetryable(ErrUnsafeDelete, "machine %s is active on %s; not undoing its copy", in.Target.Machine, in.Target.Region)
+		return nonRetryable(ErrTypeUnsafeDelete, "machine %s is active on %s; not undoing its copy", in.Target.Machine, in.Target.Region)
 	case !in.RedirectBack:
 		return a.deleteMachine(ctx, dst, in.Target)
 	}

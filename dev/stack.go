@@ -191,13 +191,12 @@ func (s *Stack) RegionsConfig() map[string]activities.RegionConfig {
 
 // WriteRegionsFile writes the regions file an `ironflow worker` process reads.
 func (s *Stack) WriteRegionsFile() (string, error) {
-	var b strings.Builder
-	b.WriteString("regions:\n")
-	for _, name := range RegionNames {
-		fmt.Fprintf(&b, "  %s:\n    url: %q\n    token: %q\n", name, s.Regions[name].URL, s.AdminToken)
+	data, err := activities.MarshalRegions(s.RegionsConfig())
+	if err != nil {
+		return "", err
 	}
 	path := filepath.Join(s.StateDir, "regions.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return "", fmt.Errorf("regions file: %w", err)
 	}
 	return path, nil

@@ -39,8 +39,8 @@ func TestMigrateBirdyMatchesTheSeed(t *testing.T) {
 		t.Errorf("result = %+v", res)
 	}
 
-	// The destination holds the live machine. DESIGN step 8 activates it (Runnable and
-	// Available true); the doc's snapshot was taken before DRP's agent re-activated it.
+	// The destination holds the live machine. Step 7 of README.md "How a migration behaves"
+	// activates it (Runnable and Available true); the doc's snapshot was taken before DRP's agent re-activated it.
 	want := seedFile(t, "seed-region-b-birdy-after.json", target)
 	want = setFields(t, want, map[string]any{"Runnable": true, "Available": true})
 	assertJSONEquals(t, getMachine(ctx, t, b, "Name:birdy"), want)

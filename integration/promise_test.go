@@ -54,8 +54,8 @@ func TestSourceDeletedMidMigrationKeepsTheCopy(t *testing.T) {
 
 	err := run.Get(ctx, nil)
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrCompensationFailed || !strings.Contains(err.Error(), "is active on region-b") {
-		t.Fatalf("migration error %v, want %s saying the machine is active on region-b", err, workflows.ErrCompensationFailed)
+	if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeCompensationFailed || !strings.Contains(err.Error(), "is active on region-b") {
+		t.Fatalf("migration error %v, want %s saying the machine is active on region-b", err, workflows.ErrTypeCompensationFailed)
 	}
 	got := getMachine(ctx, t, rb, m.Uuid)
 	if !got.Runnable || got.Locked || got.Meta[api.MetaRedirectEndpoint] != "" {
@@ -109,7 +109,7 @@ func startRefusingActivationWorker(t *testing.T, s *dev.Stack) {
 	}
 	w := workers.NewMigrationWorker(s.Client, &activities.Activities{Regions: regions})
 	w.RegisterActivityWithOptions(func(context.Context, activities.MachineRef) error {
-		return temporal.NewNonRetryableApplicationError("activation refused by the test", activities.ErrRegionRefused, nil)
+		return temporal.NewNonRetryableApplicationError("activation refused by the test", activities.ErrTypeRegionRefused, nil)
 	}, activity.RegisterOptions{Name: "Activate", DisableAlreadyRegisteredCheck: true})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 )
@@ -74,7 +75,7 @@ func TestStackServesTheSeed(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("%s /healthz = %d", name, resp.StatusCode)
 		}
-		waitFor(t, name+" online on its region", func() bool {
+		testutil.Eventually(t, 30*time.Second, name+" online on its region", func() bool {
 			r, err := regionClient(s, rk.Region).Racks().Get(ctx, rk.Uuid)
 			return err == nil && r.Status == "online"
 		})
@@ -204,18 +205,6 @@ func seedStoryNames(ctx context.Context, t *testing.T, c *client.Client) []strin
 		out = append(out, m.Name)
 	}
 	return out
-}
-
-// waitFor polls cond for up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func equal(a, b []string) bool {

@@ -2,10 +2,12 @@ package rack
 
 import (
 	"bytes"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestRackKeepsTheOperatorsIPXE: an iPXE image the operator put in the boot directory
@@ -36,7 +38,7 @@ func TestRackKeepsTheOperatorsIPXE(t *testing.T) {
 		}
 		var code int
 		var body string
-		eventually(t, "HTTP boot", func() bool {
+		testutil.Eventually(t, 10*time.Second, "HTTP boot", func() bool {
 			code, body = httpGet("http://" + o.HTTPListen + "/boot/ipxe.efi")
 			return code != 0
 		})

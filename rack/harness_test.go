@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/internal/dhcptest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/region/server"
@@ -120,25 +120,35 @@ func network(t *testing.T, c *client.Client, rack string) (net.HardwareAddr, net
 	return mac, netAddr(50)
 }
 
-// freePort returns a port that was free on 127.0.0.1 a moment ago.
-func freePort(t *testing.T, network string) int {
+// movingRack is a rack registered with region-a, its network on both regions and its record
+// on region-b: what the transfer workflow has copied before it repoints the rack.
+type movingRack struct {
+	src, dst *region
+	dir      string // the rack's state dir
+	state    State
+	mac      net.HardwareAddr // a machine with a reserved address on the rack's subnet
+	reserved netip.Addr
+}
+
+func newMovingRack(t *testing.T) movingRack {
 	t.Helper()
-	switch network {
-	case "udp":
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	default:
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
+	ctx := context.Background()
+	m := movingRack{
+		src: startRegion(t, pgtest.NewDatabase(t), "region-a"),
+		dst: startRegion(t, pgtest.NewDatabase(t), "region-b"),
+		dir: t.TempDir(),
 	}
+	var err error
+	m.state, err = Register(ctx, RegisterOptions{URLs: []string{m.src.URL}, Secret: testSecret, Name: "rack-1", StateDir: m.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mac, m.reserved = network(t, m.src.admin(), m.state.Uuid)
+	if _, err := m.dst.admin().Racks().Create(ctx, api.Rack{Uuid: m.state.Uuid, Name: "rack-1"}); err != nil {
+		t.Fatal(err)
+	}
+	network(t, m.dst.admin(), m.state.Uuid)
+	return m
 }
 
 // rackOptions serves DHCP relayed on 127.0.0.1 and HTTP boot, with fast heartbeats and
@@ -147,9 +157,9 @@ func rackOptions(t *testing.T, stateDir string) Options {
 	t.Helper()
 	return Options{
 		StateDir:            stateDir,
-		DHCPRelayListen:     net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "udp"))),
-		HTTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "tcp"))),
-		TFTPListen:          net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "udp"))),
+		DHCPRelayListen:     testutil.FreeUDPAddr(t),
+		HTTPListen:          testutil.FreeAddr(t),
+		TFTPListen:          testutil.FreeUDPAddr(t),
 		BootDir:             t.TempDir(),
 		HeartbeatInterval:   200 * time.Millisecond,
 		RegionCheckInterval: 200 * time.Millisecond,
@@ -210,18 +220,6 @@ func (a *relayAgent) dora(t *testing.T, mac net.HardwareAddr) netip.Addr {
 		return netip.Addr{}
 	}
 	return got
-}
-
-// eventually polls cond until it holds or 10 seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // httpStatus GETs url and returns the status code (0 when unreachable).

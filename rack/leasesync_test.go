@@ -3,6 +3,7 @@ package rack
 import (
 	"context"
 	"encoding/json"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -185,7 +186,7 @@ func TestLeaseSyncIsolatesAPoisonLease(t *testing.T) {
 				}
 				good = append(good, rk.grant(t, net.HardwareAddr{0x52, 0x54, 0, 0, 1, byte(i)}))
 			}
-			eventually(t, "the good leases at the region", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the good leases at the region", func() bool {
 				for _, a := range good {
 					if !region.has(a) {
 						return false
@@ -194,11 +195,11 @@ func TestLeaseSyncIsolatesAPoisonLease(t *testing.T) {
 				return true
 			})
 			reason := map[bool]string{true: leases.DropRejected, false: leases.DropRefused}[individually]
-			eventually(t, "the poison lease dropped and counted", func() bool { return rk.dropped(reason) == 1 })
+			testutil.Eventually(t, 10*time.Second, "the poison lease dropped and counted", func() bool { return rk.dropped(reason) == 1 })
 			sent := region.poisonSent()
 
 			later := rk.grant(t, net.HardwareAddr{0x52, 0x54, 0, 0, 2, 1})
-			eventually(t, "a later lease at the region", func() bool { return region.has(later) })
+			testutil.Eventually(t, 10*time.Second, "a later lease at the region", func() bool { return region.has(later) })
 			if n := region.poisonSent(); n != sent {
 				t.Errorf("the poison lease was sent %d more times after it was dropped", n-sent)
 			}
@@ -207,9 +208,9 @@ func TestLeaseSyncIsolatesAPoisonLease(t *testing.T) {
 			// leases granted after the restart still get through.
 			rk.stop()
 			rk = startSyncing(t, dir, srv.URL)
-			eventually(t, "the poison lease dropped after the restart", func() bool { return rk.dropped(reason) == 1 })
+			testutil.Eventually(t, 10*time.Second, "the poison lease dropped after the restart", func() bool { return rk.dropped(reason) == 1 })
 			after := rk.grant(t, net.HardwareAddr{0x52, 0x54, 0, 0, 2, 2})
-			eventually(t, "a lease granted after the restart at the region", func() bool { return region.has(after) })
+			testutil.Eventually(t, 10*time.Second, "a lease granted after the restart at the region", func() bool { return region.has(after) })
 			if n := region.poisonSent() - sent; n > 2*10 {
 				t.Errorf("after the restart the poison lease was sent %d times", n)
 			}
@@ -243,7 +244,7 @@ func TestPoisonLeasesDoNotBlockSyncToARealRegion(t *testing.T) {
 	agent := newRelayAgent(t, o.DHCPRelayListen)
 	named := net.HardwareAddr{0x52, 0x54, 0x00, 0x00, 0x00, 0x01}
 	var namedAddr netip.Addr
-	eventually(t, "an address for the client with a NUL in its host name", func() bool {
+	testutil.Eventually(t, 10*time.Second, "an address for the client with a NUL in its host name", func() bool {
 		got, err := agent.DORA(named, dhcpv4.WithOption(dhcpv4.OptHostName("ev\x00il")))
 		namedAddr = got
 		return err == nil && got.IsValid()
@@ -262,19 +263,19 @@ func TestPoisonLeasesDoNotBlockSyncToARealRegion(t *testing.T) {
 		}
 		return m
 	}
-	eventually(t, "both leases at the region", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both leases at the region", func() bool {
 		m := regionLeases()
 		_, ok := m[plainAddr.String()]
 		return ok && m[namedAddr.String()].Hostname == "evil"
 	})
 	rackURL := "http://" + o.HTTPListen
-	eventually(t, "the refused lease dropped and counted", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the refused lease dropped and counted", func() bool {
 		_, metrics := httpGet(rackURL + "/metrics")
 		return strings.Contains(metrics, `ironflow_lease_sync_dropped_total{reason="refused"} 1`) ||
 			strings.Contains(metrics, `ironflow_lease_sync_dropped_total{reason="rejected"} 1`)
 	})
 	later := agent.dora(t, net.HardwareAddr{0x52, 0x54, 0x00, 0x00, 0x00, 0x03})
-	eventually(t, "a later lease at the region", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a later lease at the region", func() bool {
 		_, ok := regionLeases()[later.String()]
 		return ok
 	})

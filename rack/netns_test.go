@@ -2,18 +2,18 @@ package rack
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
 	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/internal/dhcptest"
 	"github.com/ironflow/ironflow/internal/netnstest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -38,17 +38,7 @@ func TestBroadcastDHCPOnAnInterface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mac net.HardwareAddr
-	var conn net.PacketConn
-	netnstest.Run(t, cliNS, func() error {
-		ifi, err := net.InterfaceByName(cliIf)
-		if err != nil {
-			return err
-		}
-		mac = ifi.HardwareAddr
-		conn, err = nclient4.NewRawUDPConn(cliIf, dhcpv4.ClientPort)
-		return err
-	})
+	conn, mac := dhcptest.RawClientConn(t, cliNS, cliIf)
 	c := r.admin()
 	fabric, err := c.Fabrics().Create(ctx, api.Fabric{Name: "fabric-1"})
 	if err != nil {
@@ -91,7 +81,7 @@ func TestBroadcastDHCPOnAnInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	eventually(t, "the reserved address by broadcast DHCP", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the reserved address by broadcast DHCP", func() bool {
 		lease, err := client.Request(ctx)
 		if err != nil {
 			return false

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -78,18 +80,18 @@ func TestRackServesThroughFailoverAndOutage(t *testing.T) {
 	rk := startRack(t, o)
 	agent := newRelayAgent(t, o.DHCPRelayListen)
 
-	eventually(t, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
 	newcomer := net.HardwareAddr{0x52, 0x54, 0x00, 0xab, 0xcd, 0xef}
 	dynamic := agent.dora(t, newcomer)
 	if !dynamic.IsValid() || dynamic.Less(netAddr(100)) || netAddr(200).Less(dynamic) {
 		t.Fatalf("unknown machine got %s, want an address of the dynamic range", dynamic)
 	}
 
-	eventually(t, "leases synced to the region", func() bool {
+	testutil.Eventually(t, 10*time.Second, "leases synced to the region", func() bool {
 		ls, err := admin.Leases().List(ctx, url.Values{"Rack": {st.Uuid}, "State": {"active"}})
 		return err == nil && len(ls) == 2
 	})
-	eventually(t, "the rack online through region A", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rack online through region A", func() bool {
 		r, err := admin.Racks().Get(ctx, st.Uuid)
 		return err == nil && r.Status == api.RackOnline && r.Meta["current-region"] == a.URL
 	})
@@ -107,11 +109,11 @@ func TestRackServesThroughFailoverAndOutage(t *testing.T) {
 
 	// One region process dies: the proxy and the heartbeats move to the other.
 	a.stop()
-	eventually(t, "the agent proxy answered by region B", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the agent proxy answered by region B", func() bool {
 		code := httpStatus(rackURL + "/api/v1/agent/" + api.NilUUID + "/next-job")
 		return code != 0 && code != http.StatusBadGateway
 	})
-	eventually(t, "heartbeats through region B", func() bool {
+	testutil.Eventually(t, 10*time.Second, "heartbeats through region B", func() bool {
 		r, err := b.admin().Racks().Get(ctx, st.Uuid)
 		return err == nil && r.Status == api.RackOnline && r.Meta["current-region"] == b.URL
 	})
@@ -128,7 +130,7 @@ func TestRackServesThroughFailoverAndOutage(t *testing.T) {
 	// A restart with every region down serves the cached config and the logged leases.
 	rk.stop()
 	startRack(t, o)
-	eventually(t, "DHCP after a restart with no region", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "DHCP after a restart with no region", func() bool { return agent.dora(t, mac) == reserved })
 	if got := agent.dora(t, newcomer); got != dynamic {
 		t.Fatalf("after the restart the newcomer got %s, want its lease %s", got, dynamic)
 	}
@@ -157,35 +159,24 @@ func checkBootScripts(t *testing.T, rackURL string, known, unknown net.HardwareA
 // TestRackMovesToAnotherRegion moves a serving rack to another region with the rack-local
 // activities while a client renews its lease all along.
 func TestRackMovesToAnotherRegion(t *testing.T) {
-	src := startRegion(t, pgtest.NewDatabase(t), "region-a")
-	dst := startRegion(t, pgtest.NewDatabase(t), "region-b")
+	m := newMovingRack(t)
+	dst, dir, st, mac, reserved := m.dst, m.dir, m.state, m.mac, m.reserved
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := Register(ctx, RegisterOptions{URLs: []string{src.URL}, Secret: testSecret, Name: "rack-1", StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mac, reserved := network(t, src.admin(), st.Uuid)
-	// What the transfer workflow copies before it repoints the rack.
-	if _, err := dst.admin().Racks().Create(ctx, api.Rack{Uuid: st.Uuid, Name: "rack-1"}); err != nil {
-		t.Fatal(err)
-	}
-	network(t, dst.admin(), st.Uuid)
 
 	o := rackOptions(t, dir)
 	rk := startRack(t, o)
 	agent := newRelayAgent(t, o.DHCPRelayListen)
-	eventually(t, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
 	acts := rackacts.New(rk.p.ctrl, map[string]string{"region-b": testSecret, "wrong": "not-the-secret"})
 
 	refusals := []struct {
 		name, errType string
 		in            rackacts.SwapRegionEndpointsInput
 	}{
-		{"no URL", rackacts.ErrInvalidInput, rackacts.SwapRegionEndpointsInput{Secret: "region-b"}},
-		{"not a URL", rackacts.ErrInvalidInput, rackacts.SwapRegionEndpointsInput{URLs: []string{"region-b:5240"}, Secret: "region-b"}},
-		{"unknown secret name", rackacts.ErrUnknownSecret, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "nope"}},
-		{"secret the region refuses", rackacts.ErrRegistrationRefused, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "wrong"}},
+		{"no URL", rackacts.ErrTypeInvalidInput, rackacts.SwapRegionEndpointsInput{Secret: "region-b"}},
+		{"not a URL", rackacts.ErrTypeInvalidInput, rackacts.SwapRegionEndpointsInput{URLs: []string{"region-b:5240"}, Secret: "region-b"}},
+		{"unknown secret name", rackacts.ErrTypeUnknownSecret, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "nope"}},
+		{"secret the region refuses", rackacts.ErrTypeRegistrationRefused, rackacts.SwapRegionEndpointsInput{URLs: []string{dst.URL}, Secret: "wrong"}},
 	}
 	for _, r := range refusals {
 		_, err := acts.SwapRegionEndpoints(ctx, r.in)
@@ -230,11 +221,11 @@ func TestRackMovesToAnotherRegion(t *testing.T) {
 	if err != nil || exported.Exported != 1 {
 		t.Fatalf("exported %+v, %v; want the one lease", exported, err)
 	}
-	eventually(t, "the rack online at region B", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rack online at region B", func() bool {
 		r, err := dst.admin().Racks().Get(ctx, st.Uuid)
 		return err == nil && r.Status == api.RackOnline && r.Meta["current-region"] == dst.URL
 	})
-	eventually(t, "renewals after the move", func() bool { return renewals.Load() > before+3 })
+	testutil.Eventually(t, 10*time.Second, "renewals after the move", func() bool { return renewals.Load() > before+3 })
 	close(stopRenewing)
 	<-renewing
 	if failures.Load() != 0 {

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // Delays between attempts to reach Temporal.
@@ -19,10 +18,10 @@ const (
 	workerRetryMax   = time.Minute
 )
 
-// runWorker runs the rack's Temporal worker on workflows.RackTaskQueue(rack) until ctx ends.
+// runWorker runs the rack's Temporal worker on rackacts.TaskQueue(rack) until ctx ends.
 // Temporal being unreachable never stops the rack from serving: the worker keeps trying.
 func runWorker(ctx context.Context, o Options, rack string, acts *rackacts.Activities, log *slog.Logger) error {
-	queue := workflows.RackTaskQueue(rack)
+	queue := rackacts.TaskQueue(rack)
 	delay := workerRetryFirst
 	for {
 		opts := o.Temporal

@@ -3,6 +3,7 @@ package rack
 import (
 	"context"
 	"errors"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"testing"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // probeResult is what transferProbe saw.
@@ -31,7 +31,7 @@ type probeResult struct {
 // does: state, a refused move, the move, the lease export, state again.
 func transferProbe(ctx workflow.Context, rackUUID, target string) (probeResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           workflows.RackTaskQueue(rackUUID),
+		TaskQueue:           rackacts.TaskQueue(rackUUID),
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
@@ -89,7 +89,7 @@ func TestRackWorkerRunsTheTransferActivities(t *testing.T) {
 	o.RegionSecrets = map[string]string{"region-b": testSecret}
 	startRack(t, o)
 	agent := newRelayAgent(t, o.DHCPRelayListen)
-	eventually(t, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
+	testutil.Eventually(t, 10*time.Second, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
 
 	tc, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Logger: temporalLog})
 	if err != nil {
@@ -113,8 +113,8 @@ func TestRackWorkerRunsTheTransferActivities(t *testing.T) {
 	if r.Before.Uuid != st.Uuid || r.Before.Region != "region-a" || r.Before.CurrentRegion != src.URL || r.Before.ActiveLeases != 1 || !r.Before.Serving.DHCP {
 		t.Errorf("state before the move: %+v", r.Before)
 	}
-	if r.RefusedType != rackacts.ErrUnknownSecret {
-		t.Errorf("move with an unknown secret failed with type %q, want %s", r.RefusedType, rackacts.ErrUnknownSecret)
+	if r.RefusedType != rackacts.ErrTypeUnknownSecret {
+		t.Errorf("move with an unknown secret failed with type %q, want %s", r.RefusedType, rackacts.ErrTypeUnknownSecret)
 	}
 	if r.Moved.Region != "region-b" || r.Exported.Exported != 1 || r.After.Region != "region-b" || r.After.CurrentRegion != dst.URL {
 		t.Errorf("moved %+v, exported %+v, state after %+v", r.Moved, r.Exported, r.After)

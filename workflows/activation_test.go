@@ -29,7 +29,7 @@ func TestMigrateMachineAmbiguousActivation(t *testing.T) {
 		wantPhase    string
 	}{
 		{"took effect", true, false, "", "", true, workflows.PhaseCompleted},
-		{"target unreadable", false, true, workflows.ErrCompensationFailed, "nothing was undone, the source keeps its locked stub", false, workflows.PhaseFailed},
+		{"target unreadable", false, true, workflows.ErrTypeCompensationFailed, "nothing was undone, the source keeps its locked stub", false, workflows.PhaseFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

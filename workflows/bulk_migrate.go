@@ -95,7 +95,7 @@ type BulkProgress struct {
 }
 
 // BulkMigrate migrates the machines a selector chooses, each with a MigrateMachine child
-// workflow, keeping at most Window children running (DESIGN.md "BulkMigrate"). A machine
+// workflow, keeping at most Window children running (ARCHITECTURE.md "Moves"). A machine
 // whose migration fails, or is already being migrated, is recorded and the others go on.
 // Cancelling the bulk migration cancels the running children, which undo their steps, and
 // starts no more. After MachinesPerRun machines it continues as new with the rest.
@@ -105,7 +105,7 @@ func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, 
 		return BulkMigrateResult{}, fmt.Errorf("register progress query: %w", err)
 	}
 	if err := in.Check(); err != nil {
-		return BulkMigrateResult{}, temporal.NewNonRetryableApplicationError("invalid bulk migration input: "+err.Error(), ErrInvalidInput, nil)
+		return BulkMigrateResult{}, temporal.NewNonRetryableApplicationError("invalid bulk migration input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
 		return BulkMigrateResult{}, fmt.Errorf("upsert search attributes: %w", err)

@@ -55,10 +55,10 @@ func (c *fakeChildren) migrate(ctx workflow.Context, in workflows.MigrateMachine
 		return workflows.MigrateMachineResult{}, err
 	}
 	if to, ok := c.migratedTo[in.Machine]; ok {
-		return workflows.MigrateMachineResult{}, temporal.NewNonRetryableApplicationError("machine "+in.Machine+" is a stub already migrated to "+to, activities.ErrAlreadyMigrated, nil, to)
+		return workflows.MigrateMachineResult{}, temporal.NewNonRetryableApplicationError("machine "+in.Machine+" is a stub already migrated to "+to, activities.ErrTypeAlreadyMigrated, nil, to)
 	}
 	if c.fail[in.Machine] {
-		return workflows.MigrateMachineResult{}, temporal.NewNonRetryableApplicationError("machine "+in.Machine+" refused by the target", activities.ErrDestinationConflict, nil)
+		return workflows.MigrateMachineResult{}, temporal.NewNonRetryableApplicationError("machine "+in.Machine+" refused by the target", activities.ErrTypeDestinationConflict, nil)
 	}
 	return workflows.MigrateMachineResult{MachineUuid: in.Machine}, nil
 }
@@ -274,8 +274,8 @@ func TestBulkMigrateRefusesBadInput(t *testing.T) {
 			tt.change(&in)
 			_, err := b.run(in)
 			var appErr *temporal.ApplicationError
-			if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrInvalidInput || !appErr.NonRetryable() || !strings.Contains(appErr.Message(), tt.want) {
-				t.Fatalf("got %v, want a non-retryable %s error containing %q", err, workflows.ErrInvalidInput, tt.want)
+			if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeInvalidInput || !appErr.NonRetryable() || !strings.Contains(appErr.Message(), tt.want) {
+				t.Fatalf("got %v, want a non-retryable %s error containing %q", err, workflows.ErrTypeInvalidInput, tt.want)
 			}
 			if b.selects != 0 || len(children.started) != 0 {
 				t.Errorf("refused input still selected %d times and started %v", b.selects, children.started)

@@ -138,10 +138,10 @@ func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 	}{
 		{"prepare", false, prepare, seq(forward, []string{prepare, cleanup}, undo), "HostFailure", "repointing-agent"},
 		{"rewrite", false, rewrite, seq(forward, []string{prepare, rewrite, rewrite, cleanup}, undo), "HostFailure", "repointing-agent"},
-		{"agent check-in", true, waitAgent, seq(forward, []string{prepare, rewrite, waitAgent, rewrite, cleanup}, undo), activities.ErrAgentCheckInTimeout, "repointing-agent"},
+		{"agent check-in", true, waitAgent, seq(forward, []string{prepare, rewrite, waitAgent, rewrite, cleanup}, undo), activities.ErrTypeAgentCheckInTimeout, "repointing-agent"},
 		{"cleanup", false, cleanup, seq(forward, []string{prepare, rewrite, cleanup, rewrite, cleanup}, undo), "HostFailure", "repointing-agent"},
 		// Cleanup removed the temporary key: the rewrite back installs one again.
-		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate", "IsActive", prepare, rewrite, cleanup}, undo), activities.ErrRegionRefused, "activating"},
+		{"activate after cleanup", false, "Activate", seq(forward, []string{prepare, rewrite, cleanup, "Activate", "IsActive", prepare, rewrite, cleanup}, undo), activities.ErrTypeRegionRefused, "activating"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,7 +150,7 @@ func TestMigrateMachineESXiFailureCleansUp(t *testing.T) {
 			switch tt.fail {
 			case waitAgent:
 				f.env.OnActivity(a.WaitForAgentCheckIn, mock.Anything, mock.Anything).Return(
-					temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrAgentCheckInTimeout, nil))
+					temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrTypeAgentCheckInTimeout, nil))
 			case "Activate":
 				f.west.Fail("Activate", 422, -1)
 			}

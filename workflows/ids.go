@@ -19,9 +19,6 @@ const (
 	ProgressQuery = "progress"
 )
 
-// RackTaskQueue is the task queue of the worker running inside one rack controller.
-func RackTaskQueue(rackUUID string) string { return "rack/" + rackUUID }
-
 // MigrateMachineID is the workflow ID of the migration of one machine; one ID per machine is
 // what refuses a second migration of the same machine while one runs.
 func MigrateMachineID(machineUUID string) string { return activities.MigrateMachineID(machineUUID) }

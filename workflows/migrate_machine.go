@@ -33,10 +33,10 @@ const (
 // Application error types raised by the workflow itself (activities raise theirs, see
 // package activities).
 const (
-	ErrInvalidInput       = "InvalidInput"
-	ErrJobRunning         = "JobRunning"
-	ErrCompensationFailed = "CompensationFailed"
-	ErrAfterActivation    = "FailedAfterActivation"
+	ErrTypeInvalidInput       = "InvalidInput"
+	ErrTypeJobRunning         = "JobRunning"
+	ErrTypeCompensationFailed = "CompensationFailed"
+	ErrTypeAfterActivation    = "FailedAfterActivation"
 )
 
 // DefaultAgentCheckInTimeout bounds the wait for a repointed agent when the input says nothing.
@@ -108,7 +108,7 @@ const (
 )
 
 // MigrateMachine moves a machine, its jobs and profiles from one region to another
-// (DESIGN.md "Migration semantics"). Every step that changes a region pushes its undo first;
+// (steps: README.md "How a migration behaves"; invariants: ARCHITECTURE.md). Every step that changes a region pushes its undo first;
 // on failure or cancellation the undos run in reverse, until activation commits the move.
 // After activation the remaining steps run whatever happens (a cancel no longer reaches
 // them) and the move is reported completed.
@@ -128,7 +128,9 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 			m.progress.Errors = append(m.progress.Errors, err.Error())
 		}
 	}
-	m.comps.Stops = func(err error) bool { return hasErrorType(err, activities.ErrLastCopy, activities.ErrMachineNotFound) }
+	m.comps.Stops = func(err error) bool {
+		return hasErrorType(err, activities.ErrLastCopy, activities.ErrTypeMachineNotFound)
+	}
 	if err := m.comps.RegisterUpdate(ctx); err != nil {
 		return MigrateMachineResult{}, fmt.Errorf("register compensation update: %w", err)
 	}
@@ -225,7 +227,7 @@ func (in MigrateMachineInput) check() error {
 		problems = append(problems, errors.New("durations must not be negative"))
 	}
 	if err := errors.Join(problems...); err != nil {
-		return temporal.NewNonRetryableApplicationError("invalid migration input: "+err.Error(), ErrInvalidInput, nil)
+		return temporal.NewNonRetryableApplicationError("invalid migration input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
 	return nil
 }
@@ -258,7 +260,7 @@ type step struct {
 	commits  bool
 }
 
-// plan lists the steps after validation (DESIGN.md steps 2-9).
+// plan lists the steps after validation (README.md "How a migration behaves", steps 2-7).
 func (m *migration) plan() []step {
 	var steps []step
 	if !m.in.SkipMachineMigration {
@@ -309,7 +311,7 @@ func (m *migration) validate(ctx workflow.Context) error {
 		if remaining <= 0 {
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("machine %s (%s) is running job %s; waited %s for it to end", m.machine.MachineName, m.machine.MachineUuid, m.machine.RunningJob, m.in.WaitForRunningJob),
-				ErrJobRunning, nil)
+				ErrTypeJobRunning, nil)
 		}
 		if err := m.setPhase(ctx, PhaseWaitingForJob); err != nil {
 			return err
@@ -370,7 +372,7 @@ func (m *migration) restore(ctx workflow.Context) error {
 	return m.call(ctx, m.opts.undo, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
 }
 
-// repoint is step 7: move the machine's agent to the target.
+// repoint is step 6: move the machine's agent to the target.
 func (m *migration) repoint(ctx workflow.Context) error {
 	switch m.machine.Repoint {
 	case activities.RepointAgent:
@@ -391,7 +393,7 @@ func (m *migration) repoint(ctx workflow.Context) error {
 }
 
 func (m *migration) noRepoint() error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no way to repoint the agent of machine %s: method %q", m.machine.MachineUuid, m.machine.Repoint), ErrInvalidInput, nil)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no way to repoint the agent of machine %s: method %q", m.machine.MachineUuid, m.machine.Repoint), ErrTypeInvalidInput, nil)
 }
 
 // waitForAgent waits until the machine's agent checks in at the target.
@@ -544,7 +546,7 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 			err = temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("activating machine %s on %s failed: %v; then its state there could not be read (%v): nothing was undone, the source keeps its locked stub; activate the target or restore the source by hand",
 					m.machine.MachineUuid, m.in.TargetRegion, err, cerr),
-				ErrCompensationFailed, err)
+				ErrTypeCompensationFailed, err)
 			cancelled = false
 		case active:
 			m.comps.Commit()
@@ -557,13 +559,13 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 			if m.promise && m.comps.Stops(compErr) {
 				compErr = m.keepLastCopy(dctx, compErr)
 			}
-			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
+			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrTypeCompensationFailed, err)
 			cancelled = false
 		}
 	}
 	if m.activated && !cancelled {
 		err = temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("machine %s is active on %s, but %s failed: %v", m.machine.MachineUuid, m.in.TargetRegion, phase, err), ErrAfterActivation, err)
+			fmt.Sprintf("machine %s is active on %s, but %s failed: %v", m.machine.MachineUuid, m.in.TargetRegion, phase, err), ErrTypeAfterActivation, err)
 	}
 	final := PhaseFailed
 	if cancelled {

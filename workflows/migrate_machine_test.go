@@ -106,7 +106,7 @@ func TestMigrateMachineStepFailureCompensates(t *testing.T) {
 			f := newFixture(t)
 			if tt.agent {
 				f.withAgent(func(context.Context, activities.AgentWaitInput) error {
-					return temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrAgentCheckInTimeout, nil)
+					return temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrTypeAgentCheckInTimeout, nil)
 				})
 			}
 			if tt.method != "" {
@@ -116,7 +116,7 @@ func TestMigrateMachineStepFailureCompensates(t *testing.T) {
 			if err == nil {
 				t.Fatal("workflow succeeded")
 			}
-			if typ := errorType(err); typ != activities.ErrRegionRefused && typ != activities.ErrAgentCheckInTimeout {
+			if typ := errorType(err); typ != activities.ErrTypeRegionRefused && typ != activities.ErrTypeAgentCheckInTimeout {
 				t.Errorf("error type %q: %v", typ, err)
 			}
 			equal(t, "activities", f.activities, tt.wantActs)
@@ -247,8 +247,8 @@ func TestMigrateMachineWaitsForRunningJob(t *testing.T) {
 		validation int // ValidateMigration runs
 	}{
 		{"job ends within the wait", 45 * time.Second, 5 * time.Minute, "", 3},
-		{"job outlives the wait", 0, 2 * time.Minute, workflows.ErrJobRunning, 5},
-		{"no wait", 0, 0, workflows.ErrJobRunning, 1},
+		{"job outlives the wait", 0, 2 * time.Minute, workflows.ErrTypeJobRunning, 5},
+		{"no wait", 0, 0, workflows.ErrTypeJobRunning, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,27 +295,27 @@ func TestMigrateMachineRefusals(t *testing.T) {
 		wantMsg  string
 	}{
 		{"empty input", func(_ *fixture, in *workflows.MigrateMachineInput) { *in = workflows.MigrateMachineInput{} },
-			workflows.ErrInvalidInput, "SourceRegion is empty"},
+			workflows.ErrTypeInvalidInput, "SourceRegion is empty"},
 		{"unknown machine", func(_ *fixture, in *workflows.MigrateMachineInput) { in.Machine = "Name:nope" },
-			activities.ErrMachineNotFound, "machine Name:nope not found on region east"},
+			activities.ErrTypeMachineNotFound, "machine Name:nope not found on region east"},
 		{"unknown region", func(_ *fixture, in *workflows.MigrateMachineInput) { in.TargetRegion = "mars" },
-			activities.ErrUnknownRegion, `region "mars" is not in this worker's regions file`},
+			activities.ErrTypeUnknownRegion, `region "mars" is not in this worker's regions file`},
 		{"same region", func(_ *fixture, in *workflows.MigrateMachineInput) { in.TargetRegion = "east" },
-			activities.ErrRegionMismatch, `source and target region are both "east"`},
+			activities.ErrTypeRegionMismatch, `source and target region are both "east"`},
 		{"work order mode", func(f *fixture, _ *workflows.MigrateMachineInput) {
 			f.east.Update(u, func(m *api.Machine) { m.WorkOrderMode = true })
-		}, activities.ErrWorkOrderMode, "WorkOrderMode"},
+		}, activities.ErrTypeWorkOrderMode, "WorkOrderMode"},
 		{"already migrating", func(f *fixture, _ *workflows.MigrateMachineInput) {
 			f.east.Update(u, func(m *api.Machine) { m.Meta[api.MetaMigrating] = "migrate-machine/other" })
-		}, activities.ErrAlreadyMigrating, "already being migrated by migrate-machine/other"},
+		}, activities.ErrTypeAlreadyMigrating, "already being migrated by migrate-machine/other"},
 		{"name conflict", func(f *fixture, _ *workflows.MigrateMachineInput) {
 			f.west.Put(api.Machine{Uuid: "11111111-2222-3333-4444-555555555555", Name: "birdy"})
-		}, activities.ErrDestinationConflict, "Name birdy is used by machine birdy (11111111-2222-3333-4444-555555555555)"},
+		}, activities.ErrTypeDestinationConflict, "Name birdy is used by machine birdy (11111111-2222-3333-4444-555555555555)"},
 		{"MAC conflict", func(f *fixture, _ *workflows.MigrateMachineInput) {
 			f.west.Put(api.Machine{Uuid: "11111111-2222-3333-4444-555555555555", Name: "robin", HardwareAddrs: []string{"52:54:00:12:34:56"}})
-		}, activities.ErrDestinationConflict, "HardwareAddrs 52:54:00:12:34:56 is used by machine robin"},
+		}, activities.ErrTypeDestinationConflict, "HardwareAddrs 52:54:00:12:34:56 is used by machine robin"},
 		{"forged ticket", func(_ *fixture, in *workflows.MigrateMachineInput) { in.Ticket = "forged" },
-			activities.ErrRegionRefused, "region west refused the import of machine " + u + ": ticket is not valid for region west"},
+			activities.ErrTypeRegionRefused, "region west refused the import of machine " + u + ": ticket is not valid for region west"},
 		{"replayed ticket", func(f *fixture, in *workflows.MigrateMachineInput) {
 			tk, _ := f.west.MintTicket(context.Background(), api.TicketRequest{})
 			spent := api.Machine{Uuid: "11111111-2222-3333-4444-555555555555", Name: "robin"}
@@ -323,7 +323,7 @@ func TestMigrateMachineRefusals(t *testing.T) {
 				panic(err)
 			}
 			in.Ticket = tk.Token
-		}, activities.ErrRegionRefused, "ticket was already used"},
+		}, activities.ErrTypeRegionRefused, "ticket was already used"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -369,7 +369,7 @@ func TestMigrateMachineCompensationRetriesUntilItSucceeds(t *testing.T) {
 	f.west.Fail("RedirectCopy", http.StatusForbidden, 4)
 	start := f.env.Now()
 	_, err := f.run(input())
-	if typ := errorType(err); typ != activities.ErrRegionRefused {
+	if typ := errorType(err); typ != activities.ErrTypeRegionRefused {
 		t.Fatalf("error type %q: %v", typ, err)
 	}
 	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "RestoreMigration",
@@ -409,7 +409,7 @@ func TestMigrateMachineCompensationOperatorAbandons(t *testing.T) {
 		update(workflows.CompensationRequest{Action: "abandon", Reason: "copy removed by hand", By: "bob"})
 	}, time.Hour)
 	_, err := f.run(input())
-	if typ := errorType(err); typ != workflows.ErrCompensationFailed || !strings.Contains(err.Error(), "operator bob abandoned the compensation (copy removed by hand); not undone: delete-imported-copy, unquiesce") {
+	if typ := errorType(err); typ != workflows.ErrTypeCompensationFailed || !strings.Contains(err.Error(), "operator bob abandoned the compensation (copy removed by hand); not undone: delete-imported-copy, unquiesce") {
 		t.Fatalf("error %q: %v", typ, err)
 	}
 	if accepted != 2 || len(rejected) != 2 {
@@ -433,7 +433,7 @@ func TestMigrateMachineStubDeleteFailureKeepsMigration(t *testing.T) {
 	in := input()
 	in.SkipMachineDestroy = new(false)
 	_, err := f.run(in)
-	if typ := errorType(err); typ != workflows.ErrAfterActivation || !strings.Contains(err.Error(), "is active on west") {
+	if typ := errorType(err); typ != workflows.ErrTypeAfterActivation || !strings.Contains(err.Error(), "is active on west") {
 		t.Fatalf("error %q: %v", typ, err)
 	}
 	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})

@@ -67,7 +67,7 @@ func TestMigrateMachineCompensationUpdateOnDevServer(t *testing.T) {
 	if err := h.Get(ctx, &note); err != nil || !strings.Contains(note, "alice asked to retry") {
 		t.Fatalf("update answer %q, %v", note, err)
 	}
-	if err := run.Get(ctx, nil); errorType(err) != activities.ErrRegionRefused {
+	if err := run.Get(ctx, nil); errorType(err) != activities.ErrTypeRegionRefused {
 		t.Fatalf("workflow error %v, want the refused finalize", err)
 	}
 	if m, _ := east.Machine(birdyUUID); !m.Runnable {

@@ -46,10 +46,10 @@ func TestMigrateMachineSourceDeletedKeepsLastCopy(t *testing.T) {
 	f := newFixture(t)
 	f.withAgent(func(ctx context.Context, _ activities.AgentWaitInput) error {
 		f.east.Delete(u) // behind the region's back, as a DELETE in its database would
-		return temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrAgentCheckInTimeout, nil)
+		return temporal.NewNonRetryableApplicationError("agent did not check in", activities.ErrTypeAgentCheckInTimeout, nil)
 	})
 	_, err := f.run(input())
-	if typ := errorType(err); typ != workflows.ErrCompensationFailed || !strings.Contains(err.Error(), "machine "+u+" is active on west") {
+	if typ := errorType(err); typ != workflows.ErrTypeCompensationFailed || !strings.Contains(err.Error(), "machine "+u+" is active on west") {
 		t.Fatalf("error %q: %v", typ, err)
 	}
 	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "WaitForAgentCheckIn", "RestoreMigration", "Activate"})

@@ -22,7 +22,7 @@ func TestTransferRackChildAlreadyOnTarget(t *testing.T) {
 		wantErr string
 	}{
 		{"on the target", "https://west.example:5240", ""},
-		{"on another region", "https://north.example:5240", workflows.ErrMachinesFailed},
+		{"on another region", "https://north.example:5240", workflows.ErrTypeMachinesFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			machines := machineUUIDs(3)

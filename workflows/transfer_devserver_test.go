@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -26,7 +27,7 @@ func TestTransferRackOnDevServer(t *testing.T) {
 	acts := newTransferActs(t, machines)
 	children := &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }}
 	main := worker.New(c, workflows.TaskQueue, worker.Options{})
-	rack := worker.New(c, workflows.RackTaskQueue(transferRack), worker.Options{})
+	rack := worker.New(c, rackacts.TaskQueue(transferRack), worker.Options{})
 	registerTransfer(main, rack, acts, children)
 	for _, w := range []worker.Worker{main, rack} {
 		if err := w.Start(); err != nil {

@@ -29,15 +29,15 @@ const (
 // Error types of TransferRack: machine migrations failed; the rack's answer to the repoint
 // was lost and its state could not be read, so nothing was undone.
 const (
-	ErrMachinesFailed   = "MachinesFailed"
-	ErrRackStateUnknown = "RackStateUnknown"
+	ErrTypeMachinesFailed = "MachinesFailed"
+	ErrRackStateUnknown   = "RackStateUnknown"
 )
 
 // DefaultTransferWindow is how many machines a transfer migrates at once when the input
 // says nothing.
 const DefaultTransferWindow = 5
 
-// Rack-local activities, run by the rack's own worker on RackTaskQueue(rack). A rack whose
+// Rack-local activities, run by the rack's own worker on rackacts.TaskQueue(rack). A rack whose
 // worker does not poll fails the step after rackCallOptions' schedule-to-close timeout.
 var (
 	rackActs        *rackacts.Activities
@@ -82,7 +82,7 @@ type TransferProgress struct {
 }
 
 // TransferRack moves a rack controller, with everything it serves, from one region to
-// another without forcing its deletion anywhere (DESIGN.md "TransferRack"):
+// another without forcing its deletion anywhere (ARCHITECTURE.md "Moves"):
 //
 //  1. validate: the rack is online on the source, the target answers, and the target has no
 //     subnet with one of the rack's CIDRs, nor a machine with the Name or a MAC of one of its
@@ -186,7 +186,7 @@ func (in TransferRackInput) check() error {
 		problems = append(problems, fmt.Errorf("WaitForRunningJob %s is negative", in.WaitForRunningJob))
 	}
 	if err := errors.Join(problems...); err != nil {
-		return temporal.NewNonRetryableApplicationError("invalid transfer input: "+err.Error(), ErrInvalidInput, nil)
+		return temporal.NewNonRetryableApplicationError("invalid transfer input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
 	return nil
 }
@@ -234,7 +234,7 @@ func (t *rackTransfer) unpause(ctx workflow.Context) error {
 
 // copy has the rack push its leases to the source first, so the copy carries the latest.
 func (t *rackTransfer) copy(ctx workflow.Context) error {
-	rackCtx := workflow.WithTaskQueue(ctx, RackTaskQueue(t.in.Rack))
+	rackCtx := workflow.WithTaskQueue(ctx, rackacts.TaskQueue(t.in.Rack))
 	if err := call(rackCtx, rackCallOptions, rackActs.ExportLeases, nil, nil); err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s", len(failures), len(t.plan.Machines),
 				t.progress.MachinesDone, len(t.plan.Machines)-next, strings.Join(failures, "; ")),
-			ErrMachinesFailed, nil)
+			ErrTypeMachinesFailed, nil)
 	}
 	return nil
 }
@@ -295,7 +295,7 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 // transfer's target (migrated directly meanwhile): the machine is where the transfer wants it.
 func (t *rackTransfer) alreadyOnTarget(err error) bool {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrAlreadyMigrated || !appErr.HasDetails() {
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeAlreadyMigrated || !appErr.HasDetails() {
 		return false
 	}
 	var to string
@@ -307,7 +307,7 @@ func (t *rackTransfer) alreadyOnTarget(err error) bool {
 // report decides, since undoing the copy on the target would pull the network from under a
 // rack that now serves from there. When the rack cannot say, nothing is undone.
 func (t *rackTransfer) repoint(ctx workflow.Context) error {
-	rackCtx := workflow.WithTaskQueue(ctx, RackTaskQueue(t.in.Rack))
+	rackCtx := workflow.WithTaskQueue(ctx, rackacts.TaskQueue(t.in.Rack))
 	in := rackacts.SwapRegionEndpointsInput{URLs: t.plan.TargetEndpoints, Secret: t.in.TargetRegion}
 	err := call(rackCtx, t.opts.rackSwap, rackActs.SwapRegionEndpoints, in, nil)
 	if err == nil {
@@ -363,13 +363,13 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 	t.progress.Errors = append(t.progress.Errors, fmt.Sprintf("%s: %v", phase, err))
 	if t.comps.Len() > 0 {
 		if compErr := t.comps.Run(ctx); compErr != nil {
-			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrCompensationFailed, err)
+			err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s failed: %v; then %v", phase, err, compErr), ErrTypeCompensationFailed, err)
 			cancelled = false
 		}
 	}
 	if t.repointed && !cancelled {
 		err = temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("rack %s serves from %s now, but %s failed: %v", t.in.Rack, t.in.TargetRegion, phase, err), ErrAfterActivation, err)
+			fmt.Sprintf("rack %s serves from %s now, but %s failed: %v", t.in.Rack, t.in.TargetRegion, phase, err), ErrTypeAfterActivation, err)
 	}
 	final := PhaseFailed
 	if cancelled {

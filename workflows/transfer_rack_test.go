@@ -245,10 +245,10 @@ func TestTransferRackStepFailureCompensates(t *testing.T) {
 		{"pause", "PauseRack", false, []string{"ValidateTransfer", "PauseRack", "UnpauseRack"}, "Refused"},
 		{"lease export", "ExportLeases", false, slices.Concat(forward[:2], slices.Repeat([]string{"ExportLeases"}, 10), []string{"UndoRackCopy", "UnpauseRack"}), ""},
 		{"copy", "CopyRack", false, append(forward[:4:4], "UndoRackCopy", "UnpauseRack"), "Refused"},
-		{"machine", "", true, append(forward[:4:4], "UndoRackCopy", "UnpauseRack"), workflows.ErrMachinesFailed},
-		{"repoint", "SwapRegionEndpoints", false, append(forward[:4:4], "SwapRegionEndpoints", "UndoRackCopy", "UnpauseRack"), rackacts.ErrRegistrationRefused},
-		{"hand-over", "HandOverRack", false, append(forward[:4:4], "SwapRegionEndpoints", "HandOverRack"), workflows.ErrAfterActivation},
-		{"release", "ReleaseRack", false, append(forward[:4:4], "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"), workflows.ErrAfterActivation},
+		{"machine", "", true, append(forward[:4:4], "UndoRackCopy", "UnpauseRack"), workflows.ErrTypeMachinesFailed},
+		{"repoint", "SwapRegionEndpoints", false, append(forward[:4:4], "SwapRegionEndpoints", "UndoRackCopy", "UnpauseRack"), rackacts.ErrTypeRegistrationRefused},
+		{"hand-over", "HandOverRack", false, append(forward[:4:4], "SwapRegionEndpoints", "HandOverRack"), workflows.ErrTypeAfterActivation},
+		{"release", "ReleaseRack", false, append(forward[:4:4], "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"), workflows.ErrTypeAfterActivation},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -315,8 +315,8 @@ func TestTransferRackRefusesBadInput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newTransferEnv(t, nil, &fakeChildren{duration: oneMinute})
 			_, err := e.run(in)
-			if got := errorType(err); got != workflows.ErrInvalidInput {
-				t.Fatalf("error %v (type %q), want %s", err, got, workflows.ErrInvalidInput)
+			if got := errorType(err); got != workflows.ErrTypeInvalidInput {
+				t.Fatalf("error %v (type %q), want %s", err, got, workflows.ErrTypeInvalidInput)
 			}
 			if len(e.acts.recorded()) != 0 {
 				t.Errorf("calls %v for a refused input", e.acts.recorded())

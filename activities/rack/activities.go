@@ -1,5 +1,5 @@
 // Package rack holds the activities that run inside a rack controller, on the rack's own
-// task queue (workflows.RackTaskQueue): the transfer-rack workflow asks the rack for its
+// task queue (TaskQueue): the transfer-rack workflow asks the rack for its
 // state, has it push its leases to the region, and moves it to the target region. Payloads
 // carry names, URLs and counts only: no leases, no tokens, no secrets.
 package rack
@@ -16,6 +16,10 @@ import (
 	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/region/api"
 )
+
+// TaskQueue is the task queue of the worker running inside one rack controller; it lives
+// here, with the activities that worker runs, so the rack needs nothing from workflows.
+func TaskQueue(rackUUID string) string { return "rack/" + rackUUID }
 
 // Serving says which services of the rack are running.
 type Serving struct {
@@ -66,11 +70,12 @@ type ExportLeasesResult struct {
 	Exported int `json:"Exported"`
 }
 
-// Application error types of non-retryable failures.
+// Application error types (temporal.ApplicationError.Type()) of non-retryable failures;
+// the values are recorded in histories and must never change.
 const (
-	ErrInvalidInput        = "InvalidInput"
-	ErrUnknownSecret       = "UnknownSecret"
-	ErrRegistrationRefused = "RegistrationRefused"
+	ErrTypeInvalidInput        = "InvalidInput"
+	ErrTypeUnknownSecret       = "UnknownSecret"
+	ErrTypeRegistrationRefused = "RegistrationRefused"
 )
 
 // Activities are the rack-local activities.
@@ -105,12 +110,12 @@ func (a *Activities) ExportLeases(ctx context.Context) (ExportLeasesResult, erro
 // succeeded registers again (same rack UUID, fresh token) and changes nothing else.
 func (a *Activities) SwapRegionEndpoints(ctx context.Context, in SwapRegionEndpointsInput) (SwapRegionEndpointsResult, error) {
 	if err := validURLs(in.URLs); err != nil {
-		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidInput, nil)
 	}
 	secret, ok := a.secrets[in.Secret]
 	if !ok || secret == "" {
 		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no rack secret named %q in the rack's configuration", in.Secret), ErrUnknownSecret, nil)
+			fmt.Sprintf("no rack secret named %q in the rack's configuration", in.Secret), ErrTypeUnknownSecret, nil)
 	}
 	var info api.Info
 	err := heartbeat.While(ctx, func(ctx context.Context) error {
@@ -120,7 +125,7 @@ func (a *Activities) SwapRegionEndpoints(ctx context.Context, in SwapRegionEndpo
 	})
 	var p permanent
 	if errors.As(err, &p) && p.Permanent() {
-		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrRegistrationRefused, err)
+		return SwapRegionEndpointsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRegistrationRefused, err)
 	}
 	if err != nil {
 		return SwapRegionEndpointsResult{}, fmt.Errorf("move rack to %v: %w", in.URLs, err)

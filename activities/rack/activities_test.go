@@ -40,10 +40,10 @@ func TestSwapRegionEndpointsErrors(t *testing.T) {
 		wantMoves int
 	}{
 		{"moves", good, nil, "", 1},
-		{"no URLs", SwapRegionEndpointsInput{Secret: "region-b"}, nil, ErrInvalidInput, 0},
-		{"relative URL", SwapRegionEndpointsInput{URLs: []string{"/api"}, Secret: "region-b"}, nil, ErrInvalidInput, 0},
-		{"unknown secret", SwapRegionEndpointsInput{URLs: good.URLs, Secret: "region-c"}, nil, ErrUnknownSecret, 0},
-		{"region refuses", good, refusal{}, ErrRegistrationRefused, 1},
+		{"no URLs", SwapRegionEndpointsInput{Secret: "region-b"}, nil, ErrTypeInvalidInput, 0},
+		{"relative URL", SwapRegionEndpointsInput{URLs: []string{"/api"}, Secret: "region-b"}, nil, ErrTypeInvalidInput, 0},
+		{"unknown secret", SwapRegionEndpointsInput{URLs: good.URLs, Secret: "region-c"}, nil, ErrTypeUnknownSecret, 0},
+		{"region refuses", good, refusal{}, ErrTypeRegistrationRefused, 1},
 		{"region unreachable", good, errors.New("connection refused"), "retryable", 1},
 	}
 	for _, c := range cases {

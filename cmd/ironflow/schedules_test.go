@@ -43,7 +43,7 @@ func (s *fakeSelector) SelectMachines(_ context.Context, in activities.SelectInp
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if in.Region != "region-a" || in.Selector.Pool == "" {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("unexpected selection %+v", in), activities.ErrInvalidSelector, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("unexpected selection %+v", in), activities.ErrTypeInvalidSelector, nil)
 	}
 	return slices.Sorted(slices.Values(s.pools[in.Selector.Pool])), nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -27,6 +26,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workers"
@@ -208,7 +208,7 @@ func (f *fakeActivities) ValidateMigration(ctx context.Context, in activities.Va
 	for _, region := range []string{in.SourceRegion, in.TargetRegion} {
 		if _, ok := regionURLs[region]; !ok {
 			return activities.ValidateResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("region %q is not in this worker's regions file", region), activities.ErrUnknownRegion, nil)
+				fmt.Sprintf("region %q is not in this worker's regions file", region), activities.ErrTypeUnknownRegion, nil)
 		}
 	}
 	if err := checkGrant(in); err != nil {
@@ -219,7 +219,7 @@ func (f *fakeActivities) ValidateMigration(ctx context.Context, in activities.Va
 	f.mu.Unlock()
 	if !ok || in.SourceRegion != "region-a" {
 		return activities.ValidateResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("machine %s not found on region %s", in.Machine, in.SourceRegion), activities.ErrMachineNotFound, nil)
+			fmt.Sprintf("machine %s not found on region %s", in.Machine, in.SourceRegion), activities.ErrTypeMachineNotFound, nil)
 	}
 	return activities.ValidateResult{
 		MachineUuid:    in.Machine,
@@ -251,7 +251,7 @@ func (f *fakeActivities) ExportImport(ctx context.Context, in activities.CopyInp
 	}
 	claims, err := signers[in.TargetRegion].Verify(in.Ticket, time.Now(), tickets.ScopeImport)
 	if err != nil {
-		return activities.CopyResult{}, temporal.NewNonRetryableApplicationError("import refused: "+err.Error(), activities.ErrRegionRefused, err)
+		return activities.CopyResult{}, temporal.NewNonRetryableApplicationError("import refused: "+err.Error(), activities.ErrTypeRegionRefused, err)
 	}
 	f.mu.Lock()
 	f.tickets[id] = claims.ID
@@ -411,24 +411,6 @@ func newMigrationSetup(t *testing.T) *migrationSetup {
 	return s
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // ironflow runs one command line; endpoint is the -E region ("" leaves the default).
 func ironflow(t *testing.T, endpoint string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -444,21 +426,14 @@ func ironflowTo(ctx context.Context, stdout, stderr *syncBuffer, endpoint string
 	return run(ctx, args, strings.NewReader(""), stdout, stderr)
 }
 
+// syncBuffer is safe to read while a command writes to it.
+type syncBuffer = testutil.SafeBuffer
+
 // eventually retries check until it returns "" or 20 s have passed, then fails with its
 // last complaint.
 func eventually(t *testing.T, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		complaint := check()
-		if complaint == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(complaint)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.EventuallyOK(t, 20*time.Second, check)
 }
 
 // decode parses the JSON a command printed.

@@ -5,7 +5,6 @@
 package sshdtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -16,12 +15,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/ironflow/ironflow/internal/testutil"
 )
 
 // Path is where Debian's openssh-server installs sshd.
@@ -32,24 +32,6 @@ type Server struct {
 	Addr     string // 127.0.0.1:port
 	HostKey  string // authorized_keys format, without comment
 	KeysFile string // its AuthorizedKeysFile (dir/keys/authorized_keys; the keys dir is not created)
-}
-
-// lockedBuffer collects sshd's log for a failing test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Start runs sshd with its files in dir and returns once it listens; the test is skipped when
@@ -101,7 +83,7 @@ SetEnv SHLVL=1
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log lockedBuffer
+	var log testutil.SafeBuffer
 	cmd := exec.Command(Path, "-f", config, "-D", "-e")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
-	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/insomniacslk/dhcp/iana"
 
+	"github.com/ironflow/ironflow/internal/dhcptest"
 	"github.com/ironflow/ironflow/internal/netnstest"
 )
 
@@ -35,17 +35,7 @@ func TestBroadcastDORAOverVeth(t *testing.T) {
 	})
 	serve(t, srv)
 
-	var conn net.PacketConn
-	var mac net.HardwareAddr
-	netnstest.Run(t, cliNS, func() error {
-		ifi, err := net.InterfaceByName(cliIf)
-		if err != nil {
-			return err
-		}
-		mac = ifi.HardwareAddr
-		conn, err = nclient4.NewRawUDPConn(cliIf, dhcpv4.ClientPort)
-		return err
-	})
+	conn, mac := dhcptest.RawClientConn(t, cliNS, cliIf)
 	client := newClient(t, conn, mac, &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort})
 
 	ctx := context.Background()

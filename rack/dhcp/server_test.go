@@ -11,6 +11,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/rack/leases"
 )
 
@@ -111,16 +112,6 @@ func newClient(t *testing.T, conn net.PacketConn, mac net.HardwareAddr, server *
 	return c
 }
 
-// waitFor polls cond until it holds (the server handles packets asynchronously).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // TestRelayedDORARenewRelease runs the insomniacslk client through a relay agent played by
 // the test: requests carry giaddr and the server answers to giaddr:67.
 func TestRelayedDORARenewRelease(t *testing.T) {
@@ -158,7 +149,7 @@ func TestRelayedDORARenewRelease(t *testing.T) {
 	if _, err := self.WriteTo(release.ToBytes(), server); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the release", func() bool { l, _ := f.table.Lookup(leased); return l.State == leases.Released })
+	testutil.Eventually(t, 5*time.Second, "the release", func() bool { l, _ := f.table.Lookup(leased); return l.State == leases.Released })
 }
 
 func TestNAKOverTheWire(t *testing.T) {

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
 func TestAssetRanges(t *testing.T) {
-	rack := startRack(t, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRack(t, machines{}, regionlinktest.Start(t, "a").URL)
 	data := rack.writeFile(t, "images/initrd.img", 2<<20+13)
 	n := len(data)
 	tests := []struct {
@@ -57,7 +57,7 @@ func TestAssetRanges(t *testing.T) {
 }
 
 func TestAssetConfinement(t *testing.T) {
-	rack := startRack(t, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRack(t, machines{}, regionlinktest.Start(t, "a").URL)
 	secret := filepath.Join(filepath.Dir(rack.dir), "secret")
 	if err := os.WriteFile(secret, []byte("TOP-SECRET"), 0o644); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestAssetConfinement(t *testing.T) {
 // TestFIFOIsRefusedWithoutBlocking: a FIFO in the boot directory (no writer) is refused at
 // once instead of hanging the request, and the server then shuts down promptly.
 func TestFIFOIsRefusedWithoutBlocking(t *testing.T) {
-	rack := startRack(t, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRack(t, machines{}, regionlinktest.Start(t, "a").URL)
 	if err := syscall.Mkfifo(filepath.Join(rack.dir, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}

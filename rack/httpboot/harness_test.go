@@ -144,18 +144,6 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	return resp, body
 }
 
-// waitFor polls cond until it holds; the deadline only bounds a broken test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func contains(body []byte, want ...string) bool {
 	for _, w := range want {
 		if !strings.Contains(string(body), w) {

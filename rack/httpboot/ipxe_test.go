@@ -9,7 +9,7 @@ import (
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/rack/regionlink"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
 func TestIPXEScripts(t *testing.T) {
@@ -21,7 +21,7 @@ func TestIPXEScripts(t *testing.T) {
 			Initrds: []string{"ucode.img", "https://mirror.example/initrd.img"}},
 		"52:54:00:00:00:04": {BootEnv: "broken", Kernel: "vmlinuz", Cmdline: "quiet\nshell"},
 	}}
-	rack := startRack(t, lookup, regiontest.Start(t, "a").URL)
+	rack := startRack(t, lookup, regionlinktest.Start(t, "a").URL)
 	base := rack.url
 	tests := []struct {
 		name     string

@@ -3,6 +3,7 @@ package httpboot
 import (
 	"bufio"
 	"errors"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -11,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
 // dial opens a raw connection to the test rack.
@@ -36,7 +37,7 @@ func closedWithin(t *testing.T, c net.Conn, d time.Duration) {
 }
 
 func TestIdleKeepAliveConnectionIsClosed(t *testing.T) {
-	rack := startRackWithLimits(t, Limits{IdleTimeout: 200 * time.Millisecond}, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRackWithLimits(t, Limits{IdleTimeout: 200 * time.Millisecond}, machines{}, regionlinktest.Start(t, "a").URL)
 	c := dial(t, rack)
 	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: rack\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestIdleKeepAliveConnectionIsClosed(t *testing.T) {
 }
 
 func TestSlowBodyIsCutOff(t *testing.T) {
-	rack := startRackWithLimits(t, Limits{ReadTimeout: 300 * time.Millisecond}, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRackWithLimits(t, Limits{ReadTimeout: 300 * time.Millisecond}, machines{}, regionlinktest.Start(t, "a").URL)
 	c := dial(t, rack)
 	// One byte of a 100-byte body, then nothing, to a route that reads bodies (the proxy).
 	if _, err := io.WriteString(c, "POST /api/v1/agent/x/checkin HTTP/1.1\r\nHost: rack\r\nContent-Length: 100\r\n\r\n{"); err != nil {
@@ -65,7 +66,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 }
 
 func TestConnectionCap(t *testing.T) {
-	rack := startRackWithLimits(t, Limits{MaxConns: 2}, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRackWithLimits(t, Limits{MaxConns: 2}, machines{}, regionlinktest.Start(t, "a").URL)
 	// Two connections that send nothing hold both slots.
 	first := dial(t, rack)
 	dial(t, rack)
@@ -75,7 +76,7 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatalf("a third connection was served (%d) with a cap of 2", resp.StatusCode)
 	}
 	first.Close()
-	waitFor(t, "a request served once a slot is free", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a request served once a slot is free", func() bool {
 		resp, err := hc.Get(rack.url + "/healthz")
 		if err != nil {
 			return false
@@ -88,7 +89,7 @@ func TestConnectionCap(t *testing.T) {
 // TestLargeAssetOutlastsTheWriteTimeout: a boot image that takes longer to send than the
 // server's WriteTimeout is still sent whole, within the time its size allows.
 func TestLargeAssetOutlastsTheWriteTimeout(t *testing.T) {
-	rack := startRackWithLimits(t, Limits{WriteTimeout: 50 * time.Millisecond, AssetWriteBase: 10 * time.Second}, machines{}, regiontest.Start(t, "a").URL)
+	rack := startRackWithLimits(t, Limits{WriteTimeout: 50 * time.Millisecond, AssetWriteBase: 10 * time.Second}, machines{}, regionlinktest.Start(t, "a").URL)
 	data := rack.writeFile(t, "images/initrd.img", 16<<20)
 	resp, err := http.Get(rack.url + "/boot/images/initrd.img")
 	if err != nil {

@@ -8,23 +8,25 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 	"github.com/ironflow/ironflow/region/api"
 )
 
 // proxied sends one request through the rack and returns the status and, for 200, the echo.
-func proxied(rack *testRack, method, path, body string) (int, regiontest.Echo, error) {
+func proxied(rack *testRack, method, path, body string) (int, regionlinktest.Echo, error) {
 	req, err := http.NewRequest(method, rack.url+path, strings.NewReader(body))
 	if err != nil {
-		return 0, regiontest.Echo{}, err
+		return 0, regionlinktest.Echo{}, err
 	}
 	resp, err := noRedirects.Do(req)
 	if err != nil {
-		return 0, regiontest.Echo{}, err
+		return 0, regionlinktest.Echo{}, err
 	}
 	defer resp.Body.Close()
-	var echo regiontest.Echo
+	var echo regionlinktest.Echo
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&echo); err != nil {
 			return resp.StatusCode, echo, err
@@ -36,7 +38,7 @@ func proxied(rack *testRack, method, path, body string) (int, regiontest.Echo, e
 	return resp.StatusCode, echo, nil
 }
 
-func mustProxy(t *testing.T, rack *testRack, method, path, body, wantRegion string) regiontest.Echo {
+func mustProxy(t *testing.T, rack *testRack, method, path, body, wantRegion string) regionlinktest.Echo {
 	t.Helper()
 	code, echo, err := proxied(rack, method, path, body)
 	if err != nil || code != http.StatusOK || echo.Region != wantRegion {
@@ -79,7 +81,7 @@ func traffic(t *testing.T, rack *testRack, workers int) (stop func() (failures i
 }
 
 func TestProxyFailover(t *testing.T) {
-	a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+	a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 	rack := startRack(t, machines{}, a.URL, b.URL)
 	rack.runLink(t)
 
@@ -91,14 +93,14 @@ func TestProxyFailover(t *testing.T) {
 
 	// Kill region a while traffic flows: every request is answered by b.
 	stop := traffic(t, rack, 4)
-	waitFor(t, "traffic through a", func() bool { return a.Echoed() > 20 })
+	testutil.Eventually(t, 10*time.Second, "traffic through a", func() bool { return a.Echoed() > 20 })
 	a.Close()
-	waitFor(t, "traffic through b", func() bool { return b.Echoed() > 20 })
+	testutil.Eventually(t, 10*time.Second, "traffic through b", func() bool { return b.Echoed() > 20 })
 	if failures := stop(); failures != 0 {
 		t.Fatalf("%d proxied requests failed while region a died", failures)
 	}
 	mustProxy(t, rack, http.MethodPost, "/api/v1/agent/jobs", `{"Machine":"m2"}`, "b")
-	waitFor(t, "failover to b", func() bool { return rack.link.Current().String() == b.URL })
+	testutil.Eventually(t, 10*time.Second, "failover to b", func() bool { return rack.link.Current().String() == b.URL })
 	if _, body := get(t, rack.url+"/metrics"); !contains(body, `ironflow_rack_current_region{url="`+b.URL+`"} 1`) {
 		t.Fatalf("metrics do not show region b as current:\n%s", body)
 	}
@@ -116,12 +118,12 @@ func TestProxyFailover(t *testing.T) {
 
 	// The preferred region returns: the rack goes back to it.
 	a.Restart()
-	waitFor(t, "failover back to a", func() bool { return rack.link.Current().String() == a.URL })
+	testutil.Eventually(t, 10*time.Second, "failover back to a", func() bool { return rack.link.Current().String() == a.URL })
 	mustProxy(t, rack, http.MethodGet, "/metadata/latest", "", "a")
 }
 
 func TestProxyPassesRedirects(t *testing.T) {
-	a := regiontest.Start(t, "a")
+	a := regionlinktest.Start(t, "a")
 	rack := startRack(t, machines{}, a.URL)
 	resp, _ := get(t, rack.url+"/api/v1/agent/machines/m1?redirect=http://other.example:5240/api/v1/agent/machines/m1")
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "http://other.example:5240/api/v1/agent/machines/m1" {
@@ -130,17 +132,17 @@ func TestProxyPassesRedirects(t *testing.T) {
 }
 
 func TestSwapEndpointsUnderTraffic(t *testing.T) {
-	old, moved := regiontest.Start(t, "old"), regiontest.Start(t, "new")
+	old, moved := regionlinktest.Start(t, "old"), regionlinktest.Start(t, "new")
 	rack := startRack(t, machines{}, old.URL)
 	rack.runLink(t)
 	const workers = 8
 	stop := traffic(t, rack, workers)
-	waitFor(t, "traffic through the old region", func() bool { return old.Echoed() > 50 })
+	testutil.Eventually(t, 10*time.Second, "traffic through the old region", func() bool { return old.Echoed() > 50 })
 	if err := rack.link.SwapEndpoints([]string{moved.URL}); err != nil {
 		t.Fatal(err)
 	}
 	atSwap := old.Echoed()
-	waitFor(t, "traffic through the new region", func() bool { return moved.Echoed() > 50 })
+	testutil.Eventually(t, 10*time.Second, "traffic through the new region", func() bool { return moved.Echoed() > 50 })
 	if failures := stop(); failures != 0 {
 		t.Fatalf("%d proxied requests failed across the swap", failures)
 	}
@@ -153,7 +155,7 @@ func TestSwapEndpointsUnderTraffic(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
-	a := regiontest.Start(t, "a")
+	a := regionlinktest.Start(t, "a")
 	rack := startRack(t, machines{}, a.URL)
 	resp, body := get(t, rack.url+"/healthz")
 	if resp.StatusCode != http.StatusOK || !contains(body, `"Region":"`+a.URL+`"`) {

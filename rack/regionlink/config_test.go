@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
 // rackConfig stands in for the rack config type the region side defines.
@@ -34,7 +34,7 @@ func (a *applied) onConfig(raw json.RawMessage) error {
 
 func newConfigLink(t *testing.T, dir string, a *applied, endpoints ...string) (*Link, error) {
 	t.Helper()
-	return New(Config{Endpoints: endpoints, StateDir: dir, ConfigPath: regiontest.ConfigPath,
+	return New(Config{Endpoints: endpoints, StateDir: dir, ConfigPath: regionlinktest.ConfigPath,
 		OnConfig: a.onConfig, Logger: slog.New(slog.DiscardHandler)})
 }
 
@@ -42,7 +42,7 @@ func TestSyncConfigChangeDetection(t *testing.T) {
 	for _, etag := range []bool{true, false} {
 		name := map[bool]string{true: "ETag", false: "content hash"}[etag]
 		t.Run(name, func(t *testing.T) {
-			r := regiontest.Start(t, "a")
+			r := regionlinktest.Start(t, "a")
 			dir := t.TempDir()
 			var got applied
 			l, err := newConfigLink(t, dir, &got, r.URL)
@@ -83,7 +83,7 @@ func TestSyncConfigChangeDetection(t *testing.T) {
 }
 
 func TestCachedConfigWithEveryRegionDown(t *testing.T) {
-	a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+	a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 	a.SetConfig(`{"Subnets": ["192.168.1.0/24"]}`, true)
 	dir := t.TempDir()
 	var first applied

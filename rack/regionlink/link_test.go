@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/rack/regionlink/regiontest"
+	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
 func newLink(t *testing.T, dir string, endpoints ...string) *Link {
@@ -30,14 +31,14 @@ func newLink(t *testing.T, dir string, endpoints ...string) *Link {
 func TestFailoverAndBack(t *testing.T) {
 	tests := []struct {
 		name       string
-		fail, heal func(r *regiontest.Region)
+		fail, heal func(r *regionlinktest.Region)
 	}{
-		{"healthz 503", func(r *regiontest.Region) { r.SetHealthy(false) }, func(r *regiontest.Region) { r.SetHealthy(true) }},
-		{"process killed", (*regiontest.Region).Close, (*regiontest.Region).Restart},
+		{"healthz 503", func(r *regionlinktest.Region) { r.SetHealthy(false) }, func(r *regionlinktest.Region) { r.SetHealthy(true) }},
+		{"process killed", (*regionlinktest.Region).Close, (*regionlinktest.Region).Restart},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+			a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 			l := newLink(t, t.TempDir(), a.URL, b.URL)
 			ctx := context.Background()
 			l.checkAll(ctx)
@@ -65,7 +66,7 @@ func TestFailoverAndBack(t *testing.T) {
 }
 
 func TestIntermittentFailureDoesNotFailOver(t *testing.T) {
-	a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+	a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 	l := newLink(t, t.TempDir(), a.URL, b.URL)
 	ctx := context.Background()
 	for _, healthy := range []bool{false, false, true, false, false, true} {
@@ -78,7 +79,7 @@ func TestIntermittentFailureDoesNotFailOver(t *testing.T) {
 }
 
 func TestLearnedEndpointsSurviveRestart(t *testing.T) {
-	a, b, c := regiontest.Start(t, "a"), regiontest.Start(t, "b"), regiontest.Start(t, "c")
+	a, b, c := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b"), regionlinktest.Start(t, "c")
 	a.SetEndpoints(a.URL, b.URL, c.URL)
 	dir := t.TempDir()
 	l := newLink(t, dir, a.URL)
@@ -114,7 +115,7 @@ func TestBrokenStateFileIsAnError(t *testing.T) {
 }
 
 func TestDoFailsOver(t *testing.T) {
-	a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+	a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 	l := newLink(t, t.TempDir(), a.URL, b.URL)
 	a.Close()
 	tests := []struct {
@@ -144,7 +145,7 @@ func TestDoFailsOver(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var echo regiontest.Echo
+			var echo regionlinktest.Echo
 			if err := json.NewDecoder(resp.Body).Decode(&echo); err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +164,7 @@ func TestDoFailsOver(t *testing.T) {
 }
 
 func TestDoReturnsRedirects(t *testing.T) {
-	a := regiontest.Start(t, "a")
+	a := regionlinktest.Start(t, "a")
 	l := newLink(t, t.TempDir(), a.URL)
 	req, _ := http.NewRequest(http.MethodGet, "/api/v1/agent/x?redirect=http://other:5240/api/v1/agent/x", nil)
 	resp, err := l.Do(req)
@@ -177,7 +178,7 @@ func TestDoReturnsRedirects(t *testing.T) {
 }
 
 func TestSwapEndpoints(t *testing.T) {
-	a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+	a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 	dir := t.TempDir()
 	l := newLink(t, dir, a.URL)
 	for _, bad := range [][]string{nil, {"not a url"}, {"ftp://x"}, {b.URL, "http://"}, {"http://h/?q=1"}} {
@@ -203,7 +204,7 @@ func TestSwapEndpoints(t *testing.T) {
 }
 
 func TestServeLoop(t *testing.T) {
-	a, b := regiontest.Start(t, "a"), regiontest.Start(t, "b")
+	a, b := regionlinktest.Start(t, "a"), regionlinktest.Start(t, "b")
 	l, err := New(Config{Endpoints: []string{a.URL, b.URL}, StateDir: t.TempDir(), FailAfter: 2,
 		Interval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -213,23 +214,11 @@ func TestServeLoop(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- l.Serve(ctx) }()
 	a.SetHealthy(false)
-	waitFor(t, func() bool { return l.Current().String() == b.URL })
+	testutil.Eventually(t, 10*time.Second, "the link to fail over to b", func() bool { return l.Current().String() == b.URL })
 	a.SetHealthy(true)
-	waitFor(t, func() bool { return l.Current().String() == a.URL })
+	testutil.Eventually(t, 10*time.Second, "the link to return to a", func() bool { return l.Current().String() == a.URL })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds; the deadline only bounds a broken test.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

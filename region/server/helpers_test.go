@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/store"
@@ -254,33 +254,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test reading it at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is safe for a logger and a test reading it at once.
+type syncBuffer = testutil.SafeBuffer
 
 // eventually polls cond until it holds or a generous deadline passes (for state that other
 // processes change, such as a database coming back).
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, 60*time.Second, what, cond)
 }

@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/dev/postgres"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/store"
@@ -72,7 +71,7 @@ func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 	}
 	port := pg.Port
 	stdout := captureStdout(t)
-	listen := freeAddr(t)
+	listen := testutil.FreeAddr(t)
 	base := "http://" + listen
 	cfg := server.Config{
 		DatabaseURL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
@@ -138,7 +137,7 @@ func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 // is not printed and not logged.
 func TestRunConfiguredAdminToken(t *testing.T) {
 	stdout := captureStdout(t)
-	listen := freeAddr(t)
+	listen := testutil.FreeAddr(t)
 	logs := &syncBuffer{}
 	const configured = "configured-admin-token-for-a-fresh-database"
 	stop := startRun(t, server.Config{
@@ -173,7 +172,7 @@ func TestRunGivesUpWhenContextEnds(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- server.Run(ctx, server.Config{
-			DatabaseURL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", freePort(t)),
+			DatabaseURL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", testutil.FreePort(t)),
 			Listen:      "127.0.0.1:0",
 			Logger:      slog.New(slog.NewTextHandler(logs, nil)),
 		})
@@ -231,26 +230,6 @@ func healthy(base string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(freeAddr(t))
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // stdoutCapture holds what is written to os.Stdout while it is captured.

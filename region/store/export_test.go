@@ -10,7 +10,7 @@ func (s *Store) DB() *pgxpool.Pool { return s.pool }
 
 // LatestMigration returns how many migrations are embedded and the highest version.
 func LatestMigration() (count, version int, err error) {
-	all, err := migrations()
+	all, err := schemaMigrations()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -504,7 +504,7 @@ func (k *kind[T]) remove(ctx context.Context, tx pgx.Tx, by Principal, key strin
 	id := *k.self(r.obj)
 	var deps []string
 	for _, q := range k.deps {
-		labels, err := strings1(ctx, tx, string(q), id)
+		labels, err := queryStrings(ctx, tx, string(q), id)
 		if err != nil {
 			return err
 		}
@@ -537,8 +537,8 @@ func (k *kind[T]) deleteRow(ctx context.Context, tx pgx.Tx, by Principal, r row[
 	return recordEvent(ctx, tx, by, "delete", k.name, id, details)
 }
 
-// strings1 runs a query returning one text column.
-func strings1(ctx context.Context, q querier, sql string, args ...any) ([]string, error) {
+// queryStrings runs a query that returns one text column and collects its values.
+func queryStrings(ctx context.Context, q querier, sql string, args ...any) ([]string, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err

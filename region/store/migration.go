@@ -487,7 +487,7 @@ func spendTicket(ctx context.Context, tx pgx.Tx, t TicketUse, machine string) (r
 
 // importConflicts refuses other machines that hold m's Name or one of its MACs.
 func importConflicts(ctx context.Context, tx pgx.Tx, m *api.Machine) error {
-	clashes, err := strings1(ctx, tx, `
+	clashes, err := queryStrings(ctx, tx, `
 		SELECT 'Name ' || name || ' is used by machine ' || uuid FROM machines WHERE name = $1 AND uuid <> $2::uuid
 		UNION ALL
 		SELECT 'MAC ' || mm.mac || ' is used by machine ' || m.name || ' (' || m.uuid || ')'

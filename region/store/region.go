@@ -31,7 +31,7 @@ func (s *Store) Endpoints(ctx context.Context, maxAge time.Duration) ([]string, 
 	if maxAge <= 0 {
 		return nil, invalidf("endpoint max age %s must be positive", maxAge)
 	}
-	urls, err := strings1(ctx, s.pool, "SELECT url FROM region_processes WHERE last_seen >= now() - $1::bigint * interval '1 microsecond' ORDER BY url", maxAge.Microseconds())
+	urls, err := queryStrings(ctx, s.pool, "SELECT url FROM region_processes WHERE last_seen >= now() - $1::bigint * interval '1 microsecond' ORDER BY url", maxAge.Microseconds())
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -51,7 +51,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		pool.Close()
 		return nil, classify(fmt.Errorf("connect to PostgreSQL at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err))
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrateSchema(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
 	}

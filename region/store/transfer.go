@@ -202,7 +202,7 @@ func importRackConflicts(ctx context.Context, tx pgx.Tx, b *api.RackBundle) ([]s
 			macs = append(macs, n)
 		}
 	}
-	return strings1(ctx, tx, `
+	return queryStrings(ctx, tx, `
 		SELECT 'rack name ' || name || ' is used by rack ' || uuid FROM racks WHERE name = $1 AND uuid <> $2::uuid
 		UNION ALL
 		SELECT 'fabric name ' || name || ' is used by fabric ' || uuid FROM fabrics WHERE name = ANY($3::text[]) AND uuid <> ALL($4::uuid[])
@@ -389,7 +389,7 @@ func (s *Store) UndoRackImport(ctx context.Context, by Principal, rackUUID strin
 }
 
 func deleteImported[T any](ctx context.Context, tx pgx.Tx, by Principal, k *kind[T], rackUUID string) error {
-	ids, err := strings1(ctx, tx, "SELECT key::text FROM rack_imports WHERE rack = $1 AND kind = $2 ORDER BY seq DESC", rackUUID, k.name)
+	ids, err := queryStrings(ctx, tx, "SELECT key::text FROM rack_imports WHERE rack = $1 AND kind = $2 ORDER BY seq DESC", rackUUID, k.name)
 	if err != nil {
 		return err
 	}

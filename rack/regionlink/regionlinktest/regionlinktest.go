@@ -1,6 +1,6 @@
-// Package regiontest runs stand-in regions on 127.0.0.1 for rack tests: /healthz that can be
+// Package regionlinktest runs stand-in regions on 127.0.0.1 for rack tests: /healthz that can be
 // switched unhealthy, /api/v1/info, a rack config with ETag, and an echo of every other request.
-package regiontest
+package regionlinktest
 
 import (
 	"crypto/sha256"

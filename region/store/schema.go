@@ -1,3 +1,6 @@
+// The schema-migration runner: the SQL files under migrations/ bring a region's database to
+// the schema this code expects. (Moving a machine between regions is migration.go.)
+
 package store
 
 import (
@@ -23,21 +26,21 @@ var migrationFiles embed.FS
 // starting at the same time against one database ("ironflow" in ASCII).
 const migrationLock int64 = 0x69726f6e666c6f77
 
-type migration struct {
+type schemaMigration struct {
 	version  int
 	name     string
 	sql      string
 	checksum string
 }
 
-// migrations returns the embedded migrations ordered by version. Files are named
+// schemaMigrations returns the embedded migrations ordered by version. Files are named
 // NNNN_description.sql; a version may appear once.
-func migrations() ([]migration, error) {
+func schemaMigrations() ([]schemaMigration, error) {
 	entries, err := fs.ReadDir(migrationFiles, "migrations")
 	if err != nil {
 		return nil, fmt.Errorf("read embedded migrations: %w", err)
 	}
-	var out []migration
+	var out []schemaMigration
 	seen := map[int]string{}
 	for _, e := range entries {
 		prefix, _, ok := strings.Cut(e.Name(), "_")
@@ -54,18 +57,18 @@ func migrations() ([]migration, error) {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
 		sum := sha256.Sum256(body)
-		out = append(out, migration{version: version, name: e.Name(), sql: string(body), checksum: hex.EncodeToString(sum[:])})
+		out = append(out, schemaMigration{version: version, name: e.Name(), sql: string(body), checksum: hex.EncodeToString(sum[:])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
 }
 
-// migrate applies the embedded migrations that the database has not seen yet, each in its own
+// migrateSchema applies the embedded migrations that the database has not seen yet, each in its own
 // transaction, while holding a session advisory lock so concurrent starts apply them once.
 // A migration whose file changed after it was applied is an error: schemas must only move
 // forward through new files.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	all, err := migrations()
+func migrateSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	all, err := schemaMigrations()
 	if err != nil {
 		return err
 	}

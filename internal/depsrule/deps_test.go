@@ -1,0 +1,156 @@
+package depsrule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ironflow/ironflow"
+
+// rule forbids the packages under From from depending, directly or not, on any package under
+// one of Forbidden, except the packages under one of Allowed. Paths are relative to the module;
+// "x" covers x and x/....
+type rule struct {
+	From      string
+	Forbidden []string
+	Allowed   []string
+	Why       string
+}
+
+var rules = []rule{
+	{
+		From:      "rack",
+		Forbidden: []string{"workflows", "region/store", "agent", "activities"},
+		Allowed:   []string{"activities/rack"},
+		Why:       "the rack controller is an edge service: it talks to its region through region/api and runs only its own activities",
+	},
+	{
+		From:      "agent",
+		Forbidden: []string{"workflows", "activities", "region/store"},
+		Why:       "the machine agent talks to its region through region/api only",
+	},
+	{
+		From:      "region/server",
+		Forbidden: []string{"workflows"},
+		Why:       "regions never drive migrations; workflows reach regions through activities",
+	},
+}
+
+// under reports whether the module package pkg is p or below p.
+func under(pkg, p string) bool {
+	full := module + "/" + p
+	return pkg == full || strings.HasPrefix(pkg, full+"/")
+}
+
+func underAny(pkg string, ps []string) bool {
+	for _, p := range ps {
+		if under(pkg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// violations returns, for every package the rule applies to, the forbidden packages it depends on.
+func (r rule) violations(deps map[string][]string) (subjects int, bad map[string][]string) {
+	bad = map[string][]string{}
+	for pkg, ds := range deps {
+		if !under(pkg, r.From) {
+			continue
+		}
+		subjects++
+		for _, d := range ds {
+			if underAny(d, r.Forbidden) && !underAny(d, r.Allowed) {
+				bad[pkg] = append(bad[pkg], d)
+			}
+		}
+	}
+	return subjects, bad
+}
+
+// listDeps returns every package of the module with its transitive (non-test) dependencies.
+func listDeps(t *testing.T) map[string][]string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the dependency rules need the go command: %v", err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(goBin, "list", "-json=ImportPath,Deps", module+"/...")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	deps := map[string][]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct {
+			ImportPath string
+			Deps       []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		deps[p.ImportPath] = p.Deps
+	}
+	return deps
+}
+
+// TestDependencyRules fails when a package depends on one it must never reach.
+func TestDependencyRules(t *testing.T) {
+	deps := listDeps(t)
+	for _, r := range rules {
+		subjects, bad := r.violations(deps)
+		if subjects == 0 {
+			t.Errorf("rule for %s matches no package: was it renamed? Update the rule.", r.From)
+		}
+		for pkg, ds := range bad {
+			t.Errorf("%s must not depend on %v (%s), but it depends on %s", strings.TrimPrefix(pkg, module+"/"), r.Forbidden, r.Why, strings.Join(ds, ", "))
+		}
+	}
+}
+
+// TestRulesCatchAViolation checks the rule matching itself against a made-up graph, so that a
+// mistake in the matching cannot make TestDependencyRules pass vacuously.
+func TestRulesCatchAViolation(t *testing.T) {
+	deps := map[string][]string{
+		module + "/rack":          {module + "/activities/rack", module + "/region/api"},
+		module + "/rack/dhcp":     {module + "/activities/esxi"},
+		module + "/agent":         {module + "/region/store/internal"},
+		module + "/region/server": {module + "/workflowsx"},
+	}
+	_, bad := rules[0].violations(deps)
+	if len(bad) != 1 || len(bad[module+"/rack/dhcp"]) != 1 {
+		t.Errorf("rack rule: got %v, want only rack/dhcp -> activities/esxi", bad)
+	}
+	if _, bad := rules[1].violations(deps); len(bad) != 1 {
+		t.Errorf("agent rule: got %v, want agent -> region/store/internal", bad)
+	}
+	if _, bad := rules[2].violations(deps); len(bad) != 0 {
+		t.Errorf("region/server rule: got %v, want none (workflowsx is not workflows)", bad)
+	}
+}
+
+// TestArchitectureListsEveryPackage keeps the package map of ARCHITECTURE.md complete: a new
+// package gets its line there.
+func TestArchitectureListsEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("../../ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg := range listDeps(t) {
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if !bytes.Contains(doc, []byte("| `"+rel+"` |")) {
+			t.Errorf("ARCHITECTURE.md has no line for package %s in its package map", rel)
+		}
+	}
+}
