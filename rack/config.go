@@ -71,9 +71,9 @@ func (a *applier) apply(raw json.RawMessage) error {
 	return nil
 }
 
-// translate converts a rack config. Subnets without a dynamic range are left out (the lease
-// table allocates from a range), and with them their reservations. Active leases that other
-// racks granted (a rack taking over a VLAN, or moved to a region that knows them) are
+// translate converts a rack config. Subnets of one VLAN are one shared network (a client on
+// that link may get an address from any of them); a subnet without a dynamic range serves its
+// reservations only. Active leases that other racks granted (a rack taking over a VLAN, or moved to a region that knows them) are
 // honoured as reservations, so their clients keep their addresses and no one else gets
 // them; machine reservations win over them.
 func (a *applier) translate(cfg api.RackConfig) (dhcp.Config, map[string]httpboot.Boot, error) {
@@ -81,10 +81,6 @@ func (a *applier) translate(cfg api.RackConfig) (dhcp.Config, map[string]httpboo
 	dc.Subnets, dc.Reservations = nil, nil
 	served := map[string]bool{}
 	for _, s := range cfg.Subnets {
-		if s.DynamicRange.Start == "" && s.DynamicRange.End == "" {
-			a.log.Warn("subnet has no dynamic range; not serving DHCP on it", "subnet", s.Uuid, "cidr", s.CIDR)
-			continue
-		}
 		sub, err := dhcp.SubnetFromAPI(s)
 		if err != nil {
 			return dhcp.Config{}, nil, err

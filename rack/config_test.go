@@ -34,6 +34,8 @@ const (
 	otherRack = "0d000000-0000-4000-8000-000000000002"
 	subnetA   = "5b000000-0000-4000-8000-00000000000a"
 	subnetB   = "5b000000-0000-4000-8000-00000000000b" // no dynamic range
+	subnetC   = "5b000000-0000-4000-8000-00000000000c" // not served: the rack has no reservation of it
+	vlanA     = "7a000000-0000-4000-8000-00000000000a"
 )
 
 func sampleConfig() api.RackConfig {
@@ -43,12 +45,13 @@ func sampleConfig() api.RackConfig {
 	return api.RackConfig{
 		Rack: api.Rack{Uuid: thisRack},
 		Subnets: []api.Subnet{
-			{Uuid: subnetA, CIDR: "10.1.0.0/24", Gateway: "10.1.0.1", DynamicRange: api.IPRange{Start: "10.1.0.100", End: "10.1.0.200"}},
-			{Uuid: subnetB, CIDR: "10.2.0.0/24"},
+			{Uuid: subnetA, CIDR: "10.1.0.0/24", VLAN: vlanA, Gateway: "10.1.0.1", DynamicRange: api.IPRange{Start: "10.1.0.100", End: "10.1.0.200"}},
+			{Uuid: subnetB, CIDR: "10.2.0.0/24", VLAN: vlanA},
 		},
 		Reservations: []api.Reservation{
 			{MAC: "52:54:00:00:00:01", Addr: "10.1.0.10", Hostname: "m1", Machine: "m-1", Subnet: subnetA, BootEnv: "local"},
 			{MAC: "52:54:00:00:00:02", Addr: "10.2.0.10", Hostname: "m2", Machine: "m-2", Subnet: subnetB, BootEnv: "ubuntu"},
+			{MAC: "52:54:00:00:00:03", Addr: "10.3.0.10", Hostname: "m3", Machine: "m-3", Subnet: subnetC, BootEnv: "ubuntu"},
 		},
 		Leases: []api.Lease{
 			lease("10.1.0.150", "52:54:00:00:01:50", otherRack, "active"),   // honoured
@@ -67,14 +70,17 @@ func TestConfigApplies(t *testing.T) {
 	if err := a.apply(raw); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.cfg.Subnets) != 1 || d.cfg.Subnets[0].ID != subnetA || d.cfg.ServerIP != netip.MustParseAddr("10.1.0.2") {
+	// The reservation-only subnet is served, on the same link (VLAN) as the other.
+	if len(d.cfg.Subnets) != 2 || d.cfg.Subnets[0].ID != subnetA || d.cfg.Subnets[1].ID != subnetB ||
+		d.cfg.Subnets[1].RangeStart.IsValid() || d.cfg.Subnets[0].Network != vlanA || d.cfg.Subnets[1].Network != vlanA ||
+		d.cfg.ServerIP != netip.MustParseAddr("10.1.0.2") {
 		t.Errorf("subnets %+v, server IP %s", d.cfg.Subnets, d.cfg.ServerIP)
 	}
 	var got []string
 	for _, r := range d.cfg.Reservations {
 		got = append(got, r.MAC.String()+"="+r.Addr.String())
 	}
-	if want := []string{"52:54:00:00:00:01=10.1.0.10", "52:54:00:00:01:50=10.1.0.150"}; !slices.Equal(got, want) {
+	if want := []string{"52:54:00:00:00:01=10.1.0.10", "52:54:00:00:00:02=10.2.0.10", "52:54:00:00:01:50=10.1.0.150"}; !slices.Equal(got, want) {
 		t.Errorf("reservations %v, want %v", got, want)
 	}
 	lookups := []struct {
@@ -83,7 +89,8 @@ func TestConfigApplies(t *testing.T) {
 		want  httpboot.Boot
 	}{
 		{"52:54:00:00:00:01", true, httpboot.Boot{BootEnv: "local"}},
-		{"52:54:00:00:00:02", true, BootEnvBoot("ubuntu")}, // boots even where DHCP is not served
+		{"52:54:00:00:00:02", true, BootEnvBoot("ubuntu")},
+		{"52:54:00:00:00:03", true, BootEnvBoot("ubuntu")}, // boots even where DHCP is not served
 		{"52:54:00:00:99:99", false, httpboot.Boot{}},
 	}
 	for _, l := range lookups {

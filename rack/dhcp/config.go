@@ -31,9 +31,13 @@ type Subnet struct {
 	CIDR       netip.Prefix
 	Gateway    netip.Addr   // optional
 	DNS        []netip.Addr // optional
-	RangeStart netip.Addr   // dynamic range, inclusive
+	RangeStart netip.Addr   // dynamic range, inclusive; both zero: reservations only
 	RangeEnd   netip.Addr
 	Excluded   []netip.Addr // never handed out dynamically (api.Subnet.ReservedIPs)
+	// Network names the link the subnet is on (the rack uses the VLAN): subnets with the
+	// same non-empty Network are one shared network, and a client on that link may get an
+	// address from any of them. Empty: the subnet is alone on its link.
+	Network    string
 	LeaseTime  time.Duration
 	NextServer netip.Addr // TFTP server for this subnet; zero means Boot.TFTPServer
 }
@@ -59,7 +63,7 @@ type Boot struct {
 // DefaultLeaseTime applies to subnets that do not set one.
 const DefaultLeaseTime = time.Hour
 
-// SubnetFromAPI converts a region subnet into serving form.
+// SubnetFromAPI converts a region subnet into serving form; its VLAN is its Network.
 func SubnetFromAPI(s api.Subnet) (Subnet, error) {
 	var out Subnet
 	var err error
@@ -90,12 +94,15 @@ func SubnetFromAPI(s api.Subnet) (Subnet, error) {
 		}
 		out.Excluded = append(out.Excluded, a)
 	}
-	if out.RangeStart, err = netip.ParseAddr(s.DynamicRange.Start); err != nil {
-		return fail("DynamicRange.Start", s.DynamicRange.Start, err)
+	if s.DynamicRange != (api.IPRange{}) {
+		if out.RangeStart, err = netip.ParseAddr(s.DynamicRange.Start); err != nil {
+			return fail("DynamicRange.Start", s.DynamicRange.Start, err)
+		}
+		if out.RangeEnd, err = netip.ParseAddr(s.DynamicRange.End); err != nil {
+			return fail("DynamicRange.End", s.DynamicRange.End, err)
+		}
 	}
-	if out.RangeEnd, err = netip.ParseAddr(s.DynamicRange.End); err != nil {
-		return fail("DynamicRange.End", s.DynamicRange.End, err)
-	}
+	out.Network = s.VLAN
 	out.LeaseTime = time.Duration(s.LeaseSeconds) * time.Second
 	return out, nil
 }
@@ -162,6 +169,44 @@ func compile(cfg Config) (*compiled, []leases.Pool, error) {
 			MAC: r.MAC, Addr: r.Addr, Hostname: r.Hostname, MachineRef: r.MachineRef})
 	}
 	return c, pools, nil
+}
+
+// reservedIn reports whether mac has a reservation in s.
+func (c *compiled) reservedIn(s *Subnet, mac net.HardwareAddr) bool {
+	r, ok := c.reserved[string(mac)]
+	return ok && s.CIDR.Contains(r.Addr)
+}
+
+// dynamic reports whether s hands out addresses to clients without a reservation.
+func (s *Subnet) dynamic() bool { return s.RangeStart.IsValid() }
+
+// sharedNetwork returns the subnets on the link of the subnet containing a (that subnet
+// first, then the others of its Network in configuration order), or nil.
+func (c *compiled) sharedNetwork(a netip.Addr) []*Subnet {
+	i := c.subnetIndex(a)
+	if i < 0 {
+		return nil
+	}
+	link := []*Subnet{&c.Subnets[i]}
+	if c.Subnets[i].Network == "" {
+		return link
+	}
+	for j := range c.Subnets {
+		if j != i && c.Subnets[j].Network == c.Subnets[i].Network {
+			link = append(link, &c.Subnets[j])
+		}
+	}
+	return link
+}
+
+// containing returns the subnet of network that contains a, or nil.
+func containing(network []*Subnet, a netip.Addr) *Subnet {
+	for _, s := range network {
+		if s.CIDR.Contains(a) {
+			return s
+		}
+	}
+	return nil
 }
 
 func (c *compiled) subnetIndex(a netip.Addr) int {

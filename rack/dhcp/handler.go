@@ -1,11 +1,13 @@
 package dhcp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,7 @@ type Leases interface {
 	Grant(subnet string, mac net.HardwareAddr, addr netip.Addr, hostname string) (leases.Lease, error)
 	Release(subnet string, mac net.HardwareAddr, addr netip.Addr) error
 	Decline(subnet string, mac net.HardwareAddr, addr netip.Addr) error
+	LookupMAC(subnet string, mac net.HardwareAddr) (leases.Lease, bool)
 }
 
 // Reasons a request gets no reply; Handle returns them wrapped for the log.
@@ -28,6 +31,9 @@ var (
 	ErrNoSubnet    = errors.New("no configured subnet on the client's link")
 	ErrUnsupported = errors.New("unsupported DHCP message type")
 	ErrMalformed   = errors.New("malformed request")
+	// ErrNoReservation: the client's link has subnets, but none with a dynamic range and
+	// none where the client has a reservation.
+	ErrNoReservation = errors.New("no reservation for the client and no dynamic range on its link")
 )
 
 // Handler turns a DHCP request into a reply. It holds no sockets, so it can be tested and
@@ -126,23 +132,66 @@ func link(req *dhcpv4.DHCPv4, serverIP netip.Addr, useCiaddr bool) netip.Addr {
 }
 
 func (h *Handler) discover(c *compiled, req *dhcpv4.DHCPv4, serverIP netip.Addr) (*dhcpv4.DHCPv4, error) {
-	s := c.subnetOf(link(req, serverIP, false))
-	if s == nil {
-		return nil, fmt.Errorf("DISCOVER from %s via %s: %w", req.ClientHWAddr, link(req, serverIP, false), ErrNoSubnet)
+	via := link(req, serverIP, false)
+	network := c.sharedNetwork(via)
+	if network == nil {
+		return nil, fmt.Errorf("DISCOVER from %s via %s: %w", req.ClientHWAddr, via, ErrNoSubnet)
 	}
-	a, err := h.leases.Offer(s.ID, req.ClientHWAddr, addr(req.RequestedIPAddress()))
-	if errors.Is(err, leases.ErrExhausted) {
-		h.metrics.exhausted.Inc()
-		h.log.Warn("DHCP pool exhausted: no offer", "subnet", s.ID, "cidr", s.CIDR, "mac", req.ClientHWAddr)
+	var exhausted error
+	for _, s := range h.candidates(c, network, req) {
+		if !s.dynamic() && !c.reservedIn(s, req.ClientHWAddr) {
+			continue
+		}
+		a, err := h.leases.Offer(s.ID, req.ClientHWAddr, addr(req.RequestedIPAddress()))
+		if errors.Is(err, leases.ErrExhausted) {
+			exhausted = err
+			continue // the next subnet of a shared network may have room
+		}
+		if err != nil {
+			return nil, fmt.Errorf("DISCOVER from %s: %w", req.ClientHWAddr, err)
+		}
+		hostname := ""
+		if r, ok := c.reserved[string(req.ClientHWAddr)]; ok && r.Addr == a {
+			hostname = r.Hostname
+		}
+		return c.reply(req, s, serverIP, dhcpv4.MessageTypeOffer, a, hostname), nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("DISCOVER from %s: %w", req.ClientHWAddr, err)
+	if exhausted == nil {
+		return nil, fmt.Errorf("DISCOVER from %s via %s: %w", req.ClientHWAddr, via, ErrNoReservation)
 	}
-	hostname := ""
-	if r, ok := c.reserved[string(req.ClientHWAddr)]; ok && r.Addr == a {
-		hostname = r.Hostname
+	h.metrics.exhausted.Inc()
+	h.log.Warn("DHCP pool exhausted: no offer", "subnet", network[0].ID, "cidr", network[0].CIDR, "subnets_on_link", len(network), "mac", req.ClientHWAddr)
+	return nil, fmt.Errorf("DISCOVER from %s: %w", req.ClientHWAddr, exhausted)
+}
+
+// candidates orders the subnets of a client's link for an offer: the subnet of its
+// reservation, of the lease it holds or held, of the address it asks for, then the others.
+func (h *Handler) candidates(c *compiled, network []*Subnet, req *dhcpv4.DHCPv4) []*Subnet {
+	if len(network) == 1 {
+		return network
 	}
-	return c.reply(req, s, serverIP, dhcpv4.MessageTypeOffer, a, hostname), nil
+	var prefer []netip.Addr
+	if r, ok := c.reserved[string(req.ClientHWAddr)]; ok {
+		prefer = append(prefer, r.Addr)
+	}
+	for _, s := range network {
+		if l, ok := h.leases.LookupMAC(s.ID, req.ClientHWAddr); ok {
+			prefer = append(prefer, l.Addr)
+		}
+	}
+	prefer = append(prefer, addr(req.RequestedIPAddress()))
+	ordered := make([]*Subnet, 0, len(network))
+	for _, a := range prefer {
+		if s := containing(network, a); s != nil && !slices.Contains(ordered, s) {
+			ordered = append(ordered, s)
+		}
+	}
+	for _, s := range network {
+		if !slices.Contains(ordered, s) {
+			ordered = append(ordered, s)
+		}
+	}
+	return ordered
 }
 
 func (h *Handler) request(c *compiled, req *dhcpv4.DHCPv4, serverIP netip.Addr) (*dhcpv4.DHCPv4, error) {
@@ -159,8 +208,8 @@ func (h *Handler) request(c *compiled, req *dhcpv4.DHCPv4, serverIP netip.Addr) 
 	default: // INIT-REBOOT: the client checks its remembered address
 		want = requested
 	}
-	s := c.subnetOf(link(req, serverIP, true))
-	if s == nil {
+	network := c.sharedNetwork(link(req, serverIP, true))
+	if network == nil {
 		if ciaddr.IsValid() {
 			return c.nak(req, serverIP, fmt.Sprintf("%s is not on a network this server serves", ciaddr)), nil
 		}
@@ -169,8 +218,9 @@ func (h *Handler) request(c *compiled, req *dhcpv4.DHCPv4, serverIP netip.Addr) 
 	if !want.IsValid() {
 		return c.nak(req, serverIP, "no address requested"), nil
 	}
-	if !s.CIDR.Contains(want) {
-		return c.nak(req, serverIP, fmt.Sprintf("%s is not on network %s", want, s.CIDR)), nil
+	s := containing(network, want)
+	if s == nil {
+		return c.nak(req, serverIP, fmt.Sprintf("%s is not on network %s", want, network[0].CIDR)), nil
 	}
 	l, err := h.leases.Grant(s.ID, req.ClientHWAddr, want, req.HostName())
 	switch {
@@ -221,10 +271,11 @@ func (h *Handler) inform(c *compiled, req *dhcpv4.DHCPv4, serverIP netip.Addr) (
 	if !ciaddr.IsValid() {
 		return nil, fmt.Errorf("%w: INFORM without ciaddr from %s", ErrMalformed, req.ClientHWAddr)
 	}
-	s := c.subnetOf(link(req, serverIP, true))
-	if s == nil {
+	network := c.sharedNetwork(link(req, serverIP, true))
+	if network == nil {
 		return nil, fmt.Errorf("INFORM from %s (%s): %w", req.ClientHWAddr, ciaddr, ErrNoSubnet)
 	}
+	s := cmp.Or(containing(network, ciaddr), network[0])
 	resp := c.reply(req, s, serverIP, dhcpv4.MessageTypeAck, netip.Addr{}, "")
 	resp.ClientIPAddr = req.ClientIPAddr
 	resp.Options.Del(dhcpv4.OptionIPAddressLeaseTime)

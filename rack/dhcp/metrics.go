@@ -1,6 +1,7 @@
 package dhcp
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,11 +11,15 @@ import (
 
 // Metrics are the server's Prometheus metrics.
 type Metrics struct {
-	granted   prometheus.Counter
-	naks      prometheus.Counter
-	exhausted prometheus.Counter
-	dropped   prometheus.Counter
-	latency   [dhcpv4.MessageTypeInform + 1]prometheus.Observer // by message type; 0 for others
+	granted       prometheus.Counter
+	naks          prometheus.Counter
+	exhausted     prometheus.Counter
+	failed        prometheus.Counter // dropped: the handler returned an error
+	noReservation prometheus.Counter // dropped: unknown client on subnets without a dynamic range
+	queueFull     prometheus.Counter // dropped unhandled: the oldest queued when the queue was full
+	malformed     prometheus.Counter // dropped unhandled: not a DHCP packet
+	queueDepth    prometheus.Gauge
+	latency       [dhcpv4.MessageTypeInform + 1]prometheus.Observer // by message type; 0 for others
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered).
@@ -31,15 +36,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "ironflow_dhcp_naks_total", Help: "DHCP NAKs sent."}),
 		exhausted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironflow_dhcp_pool_exhausted_total", Help: "DISCOVERs left unanswered because the dynamic range was full."}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironflow_dhcp_requests_dropped_total", Help: "Requests answered with nothing because of an error."}),
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ironflow_dhcp_queue_depth", Help: "Received DHCP packets waiting for a worker."}),
 	}
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ironflow_dhcp_dropped_total", Help: "DHCP requests left unanswered, by reason."}, []string{"reason"})
+	m.failed = dropped.WithLabelValues("error")
+	m.noReservation = dropped.WithLabelValues("no_reservation")
+	m.queueFull = dropped.WithLabelValues("queue_full")
+	m.malformed = dropped.WithLabelValues("malformed")
 	m.latency[0] = latency.WithLabelValues("other")
 	for t := dhcpv4.MessageTypeDiscover; t <= dhcpv4.MessageTypeInform; t++ {
 		m.latency[t] = latency.WithLabelValues(t.String())
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.granted, m.naks, m.exhausted, m.dropped, latency} {
+		for _, c := range []prometheus.Collector{m.granted, m.naks, m.exhausted, dropped, m.queueDepth, latency} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register DHCP metrics: %w", err)
 			}
@@ -56,8 +67,10 @@ func (m *Metrics) observe(req, resp *dhcpv4.DHCPv4, err error, took time.Duratio
 	}
 	m.latency[t].Observe(took.Seconds())
 	switch {
+	case errors.Is(err, ErrNoReservation):
+		m.noReservation.Inc()
 	case err != nil:
-		m.dropped.Inc()
+		m.failed.Inc()
 	case resp == nil:
 	case resp.MessageType() == dhcpv4.MessageTypeNak:
 		m.naks.Inc()

@@ -1,6 +1,7 @@
 package dhcp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,20 @@ type ServerConfig struct {
 	// itself when Config.ServerIP is unset. Bind it to a specific address when interfaces
 	// are served too, or broadcasts reach both sockets.
 	RelayAddr string
+	// Workers answer requests (default DefaultWorkers). A REQUEST holds its worker until its
+	// lease is durable, and one group commit covers the grants of all waiting workers.
+	Workers int
+	// QueueLen bounds the received requests waiting for a worker (default DefaultQueueLen);
+	// when it is full the oldest is dropped.
+	QueueLen int
 }
+
+// Defaults of ServerConfig. At a few thousand requests per second a full queue is a few
+// hundred milliseconds of work, well within a client's first retransmission timeout (4 s).
+const (
+	DefaultWorkers  = 64
+	DefaultQueueLen = 1024
+)
 
 // Server serves a Handler on sockets.
 type Server struct {
@@ -33,6 +47,8 @@ type Server struct {
 	log       *slog.Logger
 	listeners []*listener
 	relay     *listener
+	workers   int
+	queue     *queue
 }
 
 type listener struct {
@@ -48,7 +64,11 @@ func NewServer(h *Handler, cfg ServerConfig, log *slog.Logger) (*Server, error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{h: h, log: log}
+	if cfg.Workers < 0 || cfg.QueueLen < 0 {
+		return nil, fmt.Errorf("dhcp server: negative worker count %d or queue length %d", cfg.Workers, cfg.QueueLen)
+	}
+	s := &Server{h: h, log: log, workers: cmp.Or(cfg.Workers, DefaultWorkers)}
+	s.queue = newQueue(cmp.Or(cfg.QueueLen, DefaultQueueLen), h.metrics.queueDepth, h.metrics.queueFull)
 	for _, name := range cfg.Interfaces {
 		l, err := openInterface(name)
 		if err != nil {
@@ -113,10 +133,11 @@ func openInterface(name string) (*listener, error) {
 	return &listener{conn: conn, name: name, serverIP: ip}, nil
 }
 
-// receiveBuffer holds a PXE storm's burst (a datagram costs ~2 KiB of buffer): the default
-// (~200 KiB) drops requests from a few hundred clients at once, and each drop costs the
-// client a retransmission timeout of seconds.
-const receiveBuffer = 4 << 20
+// receiveBuffer covers the moments the reader is not scheduled (a datagram costs ~2 KiB of
+// buffer, so ~500 of them): the default (~200 KiB) drops a PXE storm's burst. It is kept
+// small because the kernel queue is first in, first out: the server's own queue, which drops
+// the oldest, is where a backlog should wait.
+const receiveBuffer = 1 << 20
 
 // growReceiveBuffer raises the socket's receive buffer, past net.core.rmem_max when the
 // process may (CAP_NET_ADMIN); otherwise it keeps what the kernel allows.
@@ -146,46 +167,63 @@ func (s *Server) close() {
 	}
 }
 
-// Serve answers requests until ctx ends, then closes the sockets.
+// Serve answers requests until ctx ends, then closes the sockets. One reader per socket
+// queues what it receives; a fixed pool of workers answers.
 func (s *Server) Serve(ctx context.Context) error {
-	var wg sync.WaitGroup
+	var workers, readers sync.WaitGroup
+	for range s.workers {
+		workers.Go(s.work)
+	}
 	errs := make(chan error, len(s.listeners))
 	for _, l := range s.listeners {
-		wg.Go(func() { errs <- s.serveConn(l) })
+		readers.Go(func() { errs <- s.read(l) })
 	}
-	s.log.Info("DHCP server serving", "sockets", len(s.listeners))
+	s.log.Info("DHCP server serving", "sockets", len(s.listeners), "workers", s.workers)
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errs: // a socket failed: stop everything
 	}
 	s.close()
-	wg.Wait()
+	readers.Wait()
+	s.queue.close()
+	workers.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
 	return fmt.Errorf("dhcp server: %w", err)
 }
 
-// serveConn reads requests until the socket is closed. Each request is answered on its
-// own goroutine: a REQUEST waits for its lease to be durable, and the next ones must
-// meanwhile be read so that one group commit covers them all.
-func (s *Server) serveConn(l *listener) error {
-	buf := make([]byte, 4096) // reused: parsing copies what it keeps
+// read queues the datagrams of a socket until it is closed. It only copies: parsing is the
+// workers' job, so the socket is drained as fast as possible.
+func (s *Server) read(l *listener) error {
+	buf := make([]byte, 4096)
 	for {
 		n, _, err := l.conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			return fmt.Errorf("%s: %w", l.name, err)
 		}
-		req, err := dhcpv4.FromBytes(buf[:n])
+		s.queue.push(datagram{l: l, data: append([]byte(nil), buf[:n]...)})
+	}
+}
+
+// work answers queued datagrams until the queue is closed.
+func (s *Server) work() {
+	for {
+		d, ok := s.queue.pop()
+		if !ok {
+			return
+		}
+		req, err := dhcpv4.FromBytes(d.data)
 		if err != nil {
-			s.log.Debug("malformed DHCP packet dropped", "on", l.name, "err", err)
+			s.h.metrics.malformed.Inc()
+			s.log.Debug("malformed DHCP packet dropped", "on", d.l.name, "err", err)
 			continue
 		}
-		if l == s.relay && !addr(req.GatewayIPAddr).IsValid() && !addr(req.ClientIPAddr).IsValid() {
+		if d.l == s.relay && !addr(req.GatewayIPAddr).IsValid() && !addr(req.ClientIPAddr).IsValid() {
 			continue // a broadcast from a local link: the relay socket has no link to answer on
 		}
-		go s.respond(l, req)
+		s.respond(d.l, req)
 	}
 }
 

@@ -15,7 +15,11 @@ type rangeBits struct {
 	cursor   uint32 // next-fit: the search starts here, so allocation is O(1) amortised
 }
 
+// newRangeBits covers start..end; with invalid addresses (no dynamic range) it is empty.
 func newRangeBits(start, end netip.Addr) *rangeBits {
+	if !start.IsValid() {
+		return &rangeBits{}
+	}
 	first, last := u32(start), u32(end)
 	n := last - first + 1
 	return &rangeBits{first: first, n: n, words: make([]uint64, (uint64(n)+63)/64)}
@@ -65,6 +69,9 @@ func (r *rangeBits) reset() {
 // next returns a free address at or after the cursor (wrapping once) and advances the
 // cursor past it. Full words are skipped 64 addresses at a time.
 func (r *rangeBits) next() (netip.Addr, bool) {
+	if r.n == 0 {
+		return netip.Addr{}, false
+	}
 	nw := uint32(len(r.words))
 	start := r.cursor % r.n
 	for k := uint32(0); k <= nw; k++ {

@@ -29,7 +29,7 @@ var (
 type Pool struct {
 	Subnet       string       // subnet UUID
 	Prefix       netip.Prefix // the subnet's network
-	RangeStart   netip.Addr   // dynamic range, inclusive
+	RangeStart   netip.Addr   // dynamic range, inclusive; both zero: reservations only
 	RangeEnd     netip.Addr
 	Excluded     []netip.Addr // never handed out dynamically (gateway, static IPs)
 	Reservations []Reservation
@@ -62,12 +62,13 @@ func (p *pool) validate() error {
 		return fmt.Errorf("%w: pool without a subnet id", ErrInvalid)
 	case !p.Prefix.IsValid() || !p.Prefix.Addr().Is4():
 		return fmt.Errorf("%w: subnet %s: prefix %q is not IPv4", ErrInvalid, p.Subnet, p.Prefix)
+	case p.LeaseTime <= 0:
+		return fmt.Errorf("%w: subnet %s: lease time must be positive", ErrInvalid, p.Subnet)
+	case !p.RangeStart.IsValid() && !p.RangeEnd.IsValid(): // reservations only
 	case !p.Prefix.Contains(p.RangeStart) || !p.Prefix.Contains(p.RangeEnd) || p.RangeEnd.Less(p.RangeStart):
 		return fmt.Errorf("%w: subnet %s: dynamic range %s-%s is not inside %s", ErrInvalid, p.Subnet, p.RangeStart, p.RangeEnd, p.Prefix)
 	case u32(p.RangeEnd)-u32(p.RangeStart) >= maxRangeBits:
 		return fmt.Errorf("%w: subnet %s: dynamic range larger than a /8", ErrInvalid, p.Subnet)
-	case p.LeaseTime <= 0:
-		return fmt.Errorf("%w: subnet %s: lease time must be positive", ErrInvalid, p.Subnet)
 	}
 	for _, r := range p.Reservations {
 		if len(r.MAC) == 0 || !p.Prefix.Contains(r.Addr) {

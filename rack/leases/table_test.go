@@ -274,16 +274,43 @@ func TestReleaseAndDecline(t *testing.T) {
 	}
 }
 
+// TestReservationOnlyPool: a pool without a dynamic range grants its reservations (inside
+// or outside where a range would be) and nothing else.
+func TestReservationOnlyPool(t *testing.T) {
+	p := testPool()
+	p.RangeStart, p.RangeEnd = netip.Addr{}, netip.Addr{}
+	tb := openTable(t, t.TempDir(), newClock(), p)
+	for _, r := range p.Reservations {
+		a, err := tb.Offer(subnetID, r.MAC, netip.Addr{})
+		if err != nil || a != r.Addr {
+			t.Fatalf("offer to reserved %s: %s, %v; want %s", r.MAC, a, err, r.Addr)
+		}
+		if _, err := tb.Grant(subnetID, r.MAC, a, ""); err != nil {
+			t.Fatalf("grant of reserved %s: %v", a, err)
+		}
+	}
+	if a, err := tb.Offer(subnetID, mac(1), addr("10.0.0.15")); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("offer to an unknown client: %s, %v; want ErrExhausted", a, err)
+	}
+	if _, err := tb.Grant(subnetID, mac(1), addr("10.0.0.15"), ""); !errors.Is(err, ErrNotOurs) {
+		t.Fatalf("grant to an unknown client: %v; want ErrNotOurs", err)
+	}
+}
+
 func TestConfigureRejectsBadPools(t *testing.T) {
 	tb := openTable(t, t.TempDir(), newClock())
 	good := testPool()
 	mod := func(f func(p *Pool)) Pool { p := good; f(&p); return p }
 	cases := map[string][]Pool{
-		"no id":               {mod(func(p *Pool) { p.Subnet = "" })},
-		"IPv6":                {mod(func(p *Pool) { p.Prefix = netip.MustParsePrefix("fd00::/64") })},
-		"range outside":       {mod(func(p *Pool) { p.RangeEnd = addr("10.0.1.5") })},
-		"range reversed":      {mod(func(p *Pool) { p.RangeStart, p.RangeEnd = p.RangeEnd, p.RangeStart })},
-		"zero lease time":     {mod(func(p *Pool) { p.LeaseTime = 0 })},
+		"no id":           {mod(func(p *Pool) { p.Subnet = "" })},
+		"IPv6":            {mod(func(p *Pool) { p.Prefix = netip.MustParsePrefix("fd00::/64") })},
+		"range outside":   {mod(func(p *Pool) { p.RangeEnd = addr("10.0.1.5") })},
+		"range reversed":  {mod(func(p *Pool) { p.RangeStart, p.RangeEnd = p.RangeEnd, p.RangeStart })},
+		"zero lease time": {mod(func(p *Pool) { p.LeaseTime = 0 })},
+		"half a range":    {mod(func(p *Pool) { p.RangeStart = netip.Addr{} })},
+		"no range, no lease time": {mod(func(p *Pool) {
+			p.RangeStart, p.RangeEnd, p.LeaseTime = netip.Addr{}, netip.Addr{}, 0
+		})},
 		"reservation outside": {mod(func(p *Pool) { p.Reservations = []Reservation{{MAC: mac(1), Addr: addr("10.9.9.9")}} })},
 		"double reservation": {mod(func(p *Pool) {
 			p.Reservations = []Reservation{{MAC: mac(1), Addr: addr("10.0.0.5")}, {MAC: mac(2), Addr: addr("10.0.0.5")}}
