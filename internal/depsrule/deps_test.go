@@ -27,7 +27,7 @@ var rules = []rule{
 	{
 		From:      "rack",
 		Forbidden: []string{"workflows", "region/store", "agent", "activities"},
-		Allowed:   []string{"activities/rack"},
+		Allowed:   []string{"activities/rack", "activities/heartbeat"},
 		Why:       "the rack controller is an edge service: it talks to its region through region/api and runs only its own activities",
 	},
 	{
