@@ -93,7 +93,7 @@ func TestMigrateGrants(t *testing.T) {
 	}
 	// A grant is no import ticket either.
 	bundle := into[api.Bundle](t, src.mustDo(op, http.MethodGet, "/api/v1/machines/"+birdy+"/export", nil, http.StatusOK))
-	src.do("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: g.Token, Bundle: bundle}).apiError(t, http.StatusForbidden)
+	src.importBundle(g.Token, bundle).apiError(t, http.StatusForbidden)
 
 	// A rack grant covers the rack and its machines; a bulk grant the machines its selector matches.
 	rg := issue(api.GrantRequest{Kind: api.GrantRack, Key: "Name:rack-1", TargetRegion: "region-b"})

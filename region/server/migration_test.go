@@ -185,7 +185,7 @@ func TestMigrationOverHTTP(t *testing.T) {
 	dst.mustDo(op, http.MethodPatch, "/api/v1/machines/"+id, map[string]any{"Runnable": false}, http.StatusOK)
 	replay := bundle
 	replay.Machine.Secret = "replayed-secret"
-	msg = dst.do("", http.MethodPost, "/api/v1/machines/import", api.ImportRequest{Ticket: ticket.Token, Bundle: replay}).apiError(t, http.StatusConflict)
+	msg = dst.importBundle(ticket.Token, replay).apiError(t, http.StatusConflict)
 	if !strings.Contains(msg, "a ticket imports once") {
 		t.Fatalf("replayed ticket: %s", msg)
 	}
