@@ -48,15 +48,24 @@ type moveIDs struct {
 	rack     string // UUID, rack runs only
 }
 
+// record is what a region holds of the machine when a move reaches a point, which decides
+// what an operator's delete there may do.
+type record int
+
+const (
+	recordNone record = iota // nothing: a delete finds nothing
+	recordLive               // the machine, not held: a delete is the operator's to make
+	recordHeld               // held by the move (quiesced source, the stub a rollback restores, the copy): a delete must be refused
+	recordStub               // the stub the move is about to delete: a delete changes nothing that matters
+)
+
 // killPoint is a step boundary: the requests up to the held one, which is the first call of
-// the step. sourceHeld and targetHeld say whether the migration holds the machine's record
-// there when the point is reached (quiesced source, imported copy): a delete of a held record
-// must be refused.
+// the step, and what each region holds of the machine there.
 type killPoint struct {
-	name                   string
-	rack                   bool
-	calls                  func(moveIDs) []call
-	sourceHeld, targetHeld bool
+	name     string
+	rack     bool
+	calls    func(moveIDs) []call
+	src, dst record
 }
 
 func at(region, method string, path ...string) call {
@@ -66,32 +75,35 @@ func at(region, method string, path ...string) call {
 // machinePoints are the step boundaries of MigrateMachine for a machine with an agent and
 // SkipMachineDestroy false (so every step runs).
 var machinePoints = []killPoint{
-	{name: "validate", calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine)} }},
-	{name: "mint-ticket", calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "migrate-tickets")} }},
-	{name: "quiesce", calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodPost, "machines", r.machine, "quiesce")} }},
-	{name: "copy-export", sourceHeld: true, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine, "export")} }},
-	{name: "copy-import", sourceHeld: true, calls: func(r moveIDs) []call {
+	{name: "validate", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine)} }},
+	{name: "mint-ticket", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "migrate-tickets")} }},
+	{name: "quiesce", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodPost, "machines", r.machine, "quiesce")} }},
+	{name: "copy-export", src: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine, "export")} }},
+	{name: "copy-import", src: recordHeld, calls: func(r moveIDs) []call {
 		c := at(r.dst, http.MethodPost, "machines", "import")
 		c.bodyHas = r.machine
 		return []call{c}
 	}},
-	{name: "finalize", sourceHeld: true, targetHeld: true, calls: func(r moveIDs) []call {
+	{name: "finalize", src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call {
 		return []call{at(r.src, http.MethodPost, "machines", r.machine, "finalize-migration")}
 	}},
-	{name: "repoint-agent", sourceHeld: true, targetHeld: true, calls: func(r moveIDs) []call {
+	{name: "repoint-agent", src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call {
 		return []call{at(r.src, http.MethodPost, "machines", r.machine, "finalize-migration"), at(r.dst, http.MethodGet, "machines", r.machine)}
 	}},
-	{name: "activate", sourceHeld: true, targetHeld: true, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "machines", r.machine, "activate")} }},
-	{name: "delete-stub", sourceHeld: true, targetHeld: true, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodDelete, "machines", r.machine)} }},
+	{name: "activate", src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "machines", r.machine, "activate")} }},
+	{name: "delete-stub", src: recordStub, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodDelete, "machines", r.machine)} }},
 }
 
 // rackPoints are TransferRack's copy, repoint and hand-over boundaries. The repoint is the
 // rack controller registering with the target (through the target's proxy, which the rack
-// learnt from the target's info).
+// learnt from the target's info). No machine migration runs there: a machine deleted then is
+// the operator's delete.
 var rackPoints = []killPoint{
-	{name: "rack-copy", rack: true, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "racks", "import")} }},
-	{name: "rack-repoint", rack: true, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "racks", "register")} }},
-	{name: "rack-hand-over", rack: true, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodPost, "racks", r.rack, "hand-over")} }},
+	{name: "rack-copy", rack: true, src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "racks", "import")} }},
+	{name: "rack-repoint", rack: true, src: recordStub, dst: recordLive, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "racks", "register")} }},
+	{name: "rack-hand-over", rack: true, src: recordStub, dst: recordLive, calls: func(r moveIDs) []call {
+		return []call{at(r.src, http.MethodPost, "racks", r.rack, "hand-over")}
+	}},
 }
 
 // killRun is one (point, fault) pair.
@@ -540,17 +552,28 @@ func (e *killEnv) notReached(rep *runReport, tr *trap, c *closedRun) {
 	rep.outcome = "point not reached, " + why + ": " + rep.outcome
 }
 
+// deletedRecord is what a delete fault of kr deletes.
+func deletedRecord(kr killRun) record {
+	switch kr.fault {
+	case faultDeleteSource:
+		return kr.point.src
+	case faultDeleteTarget:
+		return kr.point.dst
+	}
+	return recordNone
+}
+
 // checkMachine asserts the invariants after a machine run: live on exactly one region (or
 // nowhere, when an operator deleted it before the move held it), where the outcome says; the
 // agent there; every job and log kept; and a later move of it accepted and completed.
 func (e *killEnv) checkMachine(ctx context.Context, rep *runReport, kr killRun, ids moveIDs, cfgPath string, jobsBefore map[string]int) {
 	deletedByOperator := false
 	if deleteAccepted(rep.faultNote) {
-		held := (kr.fault == faultDeleteSource && kr.point.sourceHeld) || (kr.fault == faultDeleteTarget && kr.point.targetHeld)
-		if held {
-			rep.violate("the delete of a machine held by the migration was accepted")
-		} else {
-			deletedByOperator = kr.fault == faultDeleteSource
+		switch deletedRecord(kr) {
+		case recordHeld:
+			rep.violate("the delete of a record the migration held was accepted")
+		case recordLive:
+			deletedByOperator = true
 		}
 	}
 	l := e.machineLiveness(ctx, rep, ids.machine)
@@ -695,8 +718,8 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	e.finish(&rep, move)
 
 	deleted := ""
-	if deleteAccepted(rep.faultNote) {
-		deleted = ids.machine // no machine migration runs at a rack point: an operator's delete
+	if deleteAccepted(rep.faultNote) && deletedRecord(kr) == recordLive {
+		deleted = ids.machine
 	}
 	var lost bool
 	for _, m := range machines {
