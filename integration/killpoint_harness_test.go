@@ -121,7 +121,6 @@ type runReport struct {
 	faultNote  string // what the fault did, e.g. the answer to a delete
 	outcome    string
 	violations []string
-	took       time.Duration
 }
 
 func (r *runReport) violate(format string, args ...any) {
@@ -435,6 +434,9 @@ func (e *killEnv) machineLiveness(ctx context.Context, rep *runReport, machine s
 		switch {
 		case m.Runnable && !m.Locked && m.Meta[api.MetaRedirectEndpoint] == "":
 			l.live = append(l.live, name)
+			if held := m.Meta[api.MetaMigrating]; held != "" {
+				rep.violate("machine %s on %s is still quiesced by %s after the move ended", machine, name, held)
+			}
 		case m.Runnable || (!m.Locked && m.Available):
 			rep.violate("machine %s half-live on %s: Runnable=%v Locked=%v Available=%v Meta=%v", machine, name, m.Runnable, m.Locked, m.Available, m.Meta)
 		}
@@ -485,8 +487,6 @@ func runJob(ctx context.Context, c *regionclient.Client, machine string, within 
 // invariants.
 func (e *killEnv) runMachine(t *testing.T, kr killRun, n int) runReport {
 	rep := runReport{run: kr}
-	started := time.Now()
-	defer func() { rep.took = time.Since(started) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ids := moveIDs{src: "region-a", dst: "region-b"}
@@ -687,8 +687,6 @@ func (e *killEnv) checkLaterMove(ctx context.Context, rep *runReport, home, mach
 // its machines.
 func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	rep := runReport{run: kr}
-	started := time.Now()
-	defer func() { rep.took = time.Since(started) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ids := moveIDs{src: e.rackHome, dst: otherRegion(e.rackHome), rack: e.s.Racks["rack-a"].Uuid}

@@ -35,13 +35,14 @@ func TestKillPoints(t *testing.T) {
 	for i, kr := range runs {
 		t.Run(kr.String(), func(t *testing.T) {
 			var rep runReport
+			started := time.Now()
 			if kr.point.rack {
 				rep = e.runRack(t, kr)
 			} else {
 				rep = e.runMachine(t, kr, i)
 			}
 			reports = append(reports, rep)
-			t.Logf("%s: reached=%v fault: %s; outcome: %s; %d violations; %s", kr, rep.reached, rep.faultNote, rep.outcome, len(rep.violations), rep.took.Round(time.Second))
+			t.Logf("%s: reached=%v fault: %s; outcome: %s; %d violations; %s", kr, rep.reached, rep.faultNote, rep.outcome, len(rep.violations), time.Since(started).Round(time.Second))
 			if !rep.reached {
 				t.Errorf("%s: the kill point was not reached (%s)", kr, rep.outcome)
 			}
