@@ -32,14 +32,16 @@ type fault string
 const (
 	faultKillWorker      fault = "kill-worker"      // SIGKILL the worker process, start another
 	faultCancel          fault = "cancel"           // cancel the workflow
-	faultTerminateParent fault = "terminate-parent" // terminate the bulk run (or the transfer) the move is part of
-	faultDeleteSource    fault = "delete-on-source" // an operator deletes the machine on the source
-	faultDeleteTarget    fault = "delete-on-target" // ... or its copy on the target
-	faultStopSource      fault = "stop-source"      // the source region's API goes away for the outage
-	faultStopTarget      fault = "stop-target"      // ... or the destination's
+	faultTerminateParent fault = "terminate-parent" // terminate the bulk run the move is part of (at a rack point: the transfer)
+	// terminate the rack transfer whose child migration is at the point
+	faultTerminateTransfer fault = "terminate-transfer"
+	faultDeleteSource      fault = "delete-on-source" // an operator deletes the machine on the source
+	faultDeleteTarget      fault = "delete-on-target" // ... or its copy on the target
+	faultStopSource        fault = "stop-source"      // the source region's API goes away for the outage
+	faultStopTarget        fault = "stop-target"      // ... or the destination's
 )
 
-var allFaults = []fault{faultKillWorker, faultCancel, faultTerminateParent, faultDeleteSource, faultDeleteTarget, faultStopSource, faultStopTarget}
+var allFaults = []fault{faultKillWorker, faultCancel, faultTerminateParent, faultTerminateTransfer, faultDeleteSource, faultDeleteTarget, faultStopSource, faultStopTarget}
 
 // moveIDs name the regions and objects of one run.
 type moveIDs struct {
@@ -60,12 +62,21 @@ const (
 )
 
 // killPoint is a step boundary: the requests up to the held one, which is the first call of
-// the step, and what each region holds of the machine there.
+// the step, and what each region holds of the machine there. A machine point inTransfer is
+// also a step of the child migrations of a rack transfer (whose machines have no agent and
+// keep their stubs), where terminate-transfer applies.
 type killPoint struct {
-	name     string
-	rack     bool
-	calls    func(moveIDs) []call
-	src, dst record
+	name       string
+	rack       bool
+	inTransfer bool
+	calls      func(moveIDs) []call
+	src, dst   record
+}
+
+// applies says whether fault f makes sense at point p: terminate-transfer needs a child of a
+// transfer at the point.
+func (p killPoint) applies(f fault) bool {
+	return f != faultTerminateTransfer || p.inTransfer
 }
 
 func at(region, method string, path ...string) call {
@@ -75,22 +86,22 @@ func at(region, method string, path ...string) call {
 // machinePoints are the step boundaries of MigrateMachine for a machine with an agent and
 // SkipMachineDestroy false (so every step runs).
 var machinePoints = []killPoint{
-	{name: "validate", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine)} }},
+	{name: "validate", inTransfer: true, src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine)} }},
 	{name: "mint-ticket", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "migrate-tickets")} }},
-	{name: "quiesce", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodPost, "machines", r.machine, "quiesce")} }},
-	{name: "copy-export", src: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine, "export")} }},
-	{name: "copy-import", src: recordHeld, calls: func(r moveIDs) []call {
+	{name: "quiesce", inTransfer: true, src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodPost, "machines", r.machine, "quiesce")} }},
+	{name: "copy-export", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine, "export")} }},
+	{name: "copy-import", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call {
 		c := at(r.dst, http.MethodPost, "machines", "import")
 		c.bodyHas = r.machine
 		return []call{c}
 	}},
-	{name: "finalize", src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call {
+	{name: "finalize", inTransfer: true, src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call {
 		return []call{at(r.src, http.MethodPost, "machines", r.machine, "finalize-migration")}
 	}},
 	{name: "repoint-agent", src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call {
 		return []call{at(r.src, http.MethodPost, "machines", r.machine, "finalize-migration"), at(r.dst, http.MethodGet, "machines", r.machine)}
 	}},
-	{name: "activate", src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "machines", r.machine, "activate")} }},
+	{name: "activate", inTransfer: true, src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "machines", r.machine, "activate")} }},
 	{name: "delete-stub", src: recordStub, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodDelete, "machines", r.machine)} }},
 }
 
@@ -339,7 +350,7 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 		e.startWorker()
 		rep.faultNote = "worker killed with the step's request in flight"
 		tr.Release()
-	case faultCancel, faultTerminateParent:
+	case faultCancel, faultTerminateParent, faultTerminateTransfer:
 		if f == faultCancel {
 			if err := e.s.Client.CancelWorkflow(ctx, run.run.GetID(), ""); err != nil {
 				rep.violate("cancel %s: %v", run.run.GetID(), err)
@@ -719,8 +730,13 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 		e.notReached(&rep, tr, move)
 		return rep
 	}
-	e.applyFault(ctx, &rep, tr, kr.fault, ids, move, run)
+	held := move // what the release after a termination waits for: the transfer, or the held child
+	if kr.fault == faultTerminateTransfer {
+		held = watch(e.s.Client.GetWorkflow(ctx, workflows.MigrateMachineID(ids.machine), ""))
+	}
+	e.applyFault(ctx, &rep, tr, kr.fault, ids, held, run)
 	e.finish(&rep, move)
+	children := e.childOutcomes(ctx, &rep, run, machines)
 
 	deleted := ""
 	if deleteAccepted(rep.faultNote) && deletedRecord(kr) == recordLive {
@@ -735,13 +751,21 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 		if len(l.live) != 1 {
 			lost = true
 			rep.violate("machine %s live on %v, want exactly one region (%s)", m.Name, l.live, describeRecords(l.records))
+			continue
+		}
+		if outcome, ok := children[m.Uuid]; ok {
+			if want := movedPerOutcome(outcome, ids); want != l.live[0] {
+				rep.violate("machine %s: its migration's outcome %q says %q, it is live on %s", m.Name, outcome, want, l.live[0])
+			}
 		}
 	}
 	owner := e.rackOwner(ctx, &rep, ids.rack)
-	if want := movedPerOutcome(rep.outcome, ids); want != "" && owner != "" && want != owner {
-		rep.violate("outcome %q says the rack is on %s, it serves from %s", rep.outcome, want, owner)
-	} else if want == "" {
+	terminated := kr.fault == faultTerminateParent || kr.fault == faultTerminateTransfer
+	switch want := movedPerOutcome(rep.outcome, ids); {
+	case want == "" && !terminated:
 		rep.violate("outcome %q says neither moved nor undone", rep.outcome)
+	case want != "" && owner != "" && want != owner:
+		rep.violate("outcome %q says the rack is on %s, it serves from %s", rep.outcome, want, owner)
 	}
 	if owner == "" || lost {
 		return rep
@@ -765,6 +789,27 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 		e.rackHome = otherRegion(owner)
 	}
 	return rep
+}
+
+// childOutcomes waits for the machine migrations the transfer run started and returns their
+// outcomes by machine; a child still running after the configured bound is a violation.
+func (e *killEnv) childOutcomes(ctx context.Context, rep *runReport, transfer client.WorkflowRun, machines []api.Machine) map[string]string {
+	out := map[string]string{}
+	for _, m := range machines {
+		id := workflows.MigrateMachineID(m.Uuid)
+		desc, err := e.s.Client.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil || desc.GetWorkflowExecutionInfo().GetParentExecution().GetRunId() != transfer.GetRunID() {
+			continue // never started by this transfer
+		}
+		c := watch(e.s.Client.GetWorkflow(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()))
+		if !c.closedWithin(e.cfg.finish) {
+			rep.violate("the migration of machine %s had not ended %s after its transfer did", m.Name, e.cfg.finish)
+			_ = e.s.Client.TerminateWorkflow(ctx, id, "", "kill-point harness: child stuck")
+			<-c.done
+		}
+		out[m.Uuid] = describeOutcome(c.err)
+	}
+	return out
 }
 
 // rackOwner is the one region where the rack is registered, online within 30 s (its

@@ -36,7 +36,7 @@ func TestKillPoints(t *testing.T) {
 		t.Run(kr.String(), func(t *testing.T) {
 			var rep runReport
 			started := time.Now()
-			if kr.point.rack {
+			if kr.point.rack || kr.fault == faultTerminateTransfer {
 				rep = e.runRack(t, kr)
 			} else {
 				rep = e.runMachine(t, kr, i)
@@ -114,7 +114,7 @@ func matrix(points []killPoint, point, f string) []killRun {
 			continue
 		}
 		for _, fl := range allFaults {
-			if f == "*" || f == string(fl) {
+			if (f == "*" || f == string(fl)) && p.applies(fl) {
 				out = append(out, killRun{point: p, fault: fl})
 			}
 		}
