@@ -592,8 +592,11 @@ func (e *killEnv) checkMachine(ctx context.Context, rep *runReport, kr killRun, 
 		if len(l.live) > 0 {
 			rep.violate("machine deleted on the source before the move held it is live on %v", l.live)
 		}
-		if rep.outcome == "completed" {
+		switch rep.outcome {
+		case "completed":
 			rep.violate("the move of a deleted machine completed")
+		case "failed:" + workflows.ErrCompensationFailed:
+			rep.violate("the move of a deleted machine reports a failed undo, with nothing left to undo")
 		}
 		return
 	}
