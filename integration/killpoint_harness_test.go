@@ -426,9 +426,9 @@ type liveness struct {
 	records map[string]api.Machine
 }
 
-// machineLiveness reads the machine on both regions. A record is live when it is runnable,
-// unlocked and no redirect stub; a record that is neither live nor a locked or unavailable
-// copy is reported as half-live.
+// machineLiveness reads the machine on both regions. A record is live when it is unlocked,
+// no redirect stub, and runnable or quiesced (a quiesce left behind is reported); a record
+// that is neither live nor a locked or unavailable copy is reported as half-live.
 func (e *killEnv) machineLiveness(ctx context.Context, rep *runReport, machine string) liveness {
 	l := liveness{records: map[string]api.Machine{}}
 	for _, name := range dev.RegionNames {
@@ -442,11 +442,13 @@ func (e *killEnv) machineLiveness(ctx context.Context, rep *runReport, machine s
 			continue
 		}
 		l.records[name] = m
+		held := m.Meta[api.MetaMigrating]
 		switch {
-		case m.Runnable && !m.Locked && m.Meta[api.MetaRedirectEndpoint] == "":
+		case !m.Locked && m.Meta[api.MetaRedirectEndpoint] == "" && (m.Runnable || held != ""):
+			// The machine itself, possibly stuck in a quiesce no move will end.
 			l.live = append(l.live, name)
-			if held := m.Meta[api.MetaMigrating]; held != "" {
-				rep.violate("machine %s on %s is still quiesced by %s after the move ended", machine, name, held)
+			if held != "" {
+				rep.violate("machine %s on %s is still quiesced by %s after the move ended (Runnable=%v)", machine, name, held, m.Runnable)
 			}
 		case m.Runnable || (!m.Locked && m.Available):
 			rep.violate("machine %s half-live on %s: Runnable=%v Locked=%v Available=%v Meta=%v", machine, name, m.Runnable, m.Locked, m.Available, m.Meta)
