@@ -297,13 +297,13 @@ func (e *killEnv) finish(rep *runReport, c *closedRun) {
 	rep.violate("the move had not ended %s after the fault", e.cfg.finish)
 	ctx := context.Background()
 	_ = e.s.Client.CancelWorkflow(ctx, c.run.GetID(), "")
-	if c.closedWithin(2 * time.Minute) {
-		rep.outcome = "cancelled by the harness: " + describeOutcome(c.err)
-		return
+	rep.faultNote += "; the harness cancelled the stuck move"
+	if !c.closedWithin(2 * time.Minute) {
+		_ = e.s.Client.TerminateWorkflow(ctx, c.run.GetID(), "", "kill-point harness: stuck after cancel")
+		<-c.done
+		rep.faultNote += ", then terminated it"
 	}
-	_ = e.s.Client.TerminateWorkflow(ctx, c.run.GetID(), "", "kill-point harness: stuck after cancel")
-	<-c.done
-	rep.outcome = "terminated by the harness: " + describeOutcome(c.err)
+	rep.outcome = describeOutcome(c.err)
 }
 
 // describeOutcome names a workflow's close: completed, canceled, terminated, or failed with
