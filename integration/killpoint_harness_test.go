@@ -164,14 +164,22 @@ type killEnv struct {
 
 func newKillEnv(t *testing.T, cfg killConfig) *killEnv {
 	t.Helper()
+	e := &killEnv{t: t, cfg: cfg, bin: buildIronflow(t), box: &trapBox{}, logDir: t.TempDir()}
+	t.Cleanup(e.close)
+	e.start(t)
+	return e
+}
+
+// start starts a fresh stack (the rack on region-a), the proxies and a worker.
+func (e *killEnv) start(t *testing.T) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := dev.StartStack(ctx, dev.StackOptions{Seed: true, TemporalUIPort: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &killEnv{t: t, cfg: cfg, s: s, bin: buildIronflow(t), box: &trapBox{}, proxies: map[string]*regionProxy{}, logDir: t.TempDir(), rackHome: "region-a"}
-	t.Cleanup(e.close)
+	e.s, e.proxies, e.rackHome = s, map[string]*regionProxy{}, "region-a"
 	var b strings.Builder
 	b.WriteString("regions:\n")
 	for _, name := range dev.RegionNames {
@@ -180,22 +188,39 @@ func newKillEnv(t *testing.T, cfg killConfig) *killEnv {
 		fmt.Fprintf(&b, "  %s:\n    url: %q\n    token: %q\n", name, p.URL(), s.AdminToken)
 		putTasks(t, regionClient(s, name), helloTask)
 	}
-	e.regionsFile = filepath.Join(e.logDir, "regions.yaml")
+	e.regionsFile = filepath.Join(e.logDir, fmt.Sprintf("regions-%d.yaml", len(e.workerLogs)))
 	if err := os.WriteFile(e.regionsFile, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e.startWorker()
-	return e
 }
 
-// close stops the worker, the proxies and the stack; the worker logs are shown when the test failed.
+// stop stops the worker, the proxies and the stack.
+func (e *killEnv) stop() {
+	e.stopWorker(syscall.SIGTERM)
+	for _, p := range e.proxies {
+		p.Close()
+	}
+	e.proxies = nil
+	if e.s != nil {
+		e.s.Stop()
+		e.s = nil
+	}
+}
+
+// restart replaces the stack by a fresh one, for a run after one that left the rack where
+// no transfer can start.
+func (e *killEnv) restart(t *testing.T) {
+	t.Helper()
+	t.Log("the rack is online on no region: starting a fresh stack")
+	e.stop()
+	e.start(t)
+}
+
+// close stops everything; the worker logs are shown when the test failed.
 func (e *killEnv) close() {
 	e.closeOnce.Do(func() {
-		e.stopWorker(syscall.SIGTERM)
-		for _, p := range e.proxies {
-			p.Close()
-		}
-		e.s.Stop()
+		e.stop()
 		if e.t.Failed() {
 			for _, path := range e.workerLogs {
 				if b, err := os.ReadFile(path); err == nil {
@@ -705,18 +730,13 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	rep := runReport{run: kr}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	rack := e.s.Racks["rack-a"].Uuid
-	// An earlier run may have left a copy of the rack behind: the rack lives where it is online.
-	pollUntil(t, 30*time.Second, "rack-a online on a region", func() (bool, error) {
-		for _, name := range []string{e.rackHome, otherRegion(e.rackHome)} {
-			if r, err := e.region(name).Racks().Get(ctx, rack); err == nil && r.Status == api.RackOnline {
-				e.rackHome = name
-				return true, nil
-			}
+	if !e.findRack(ctx) {
+		e.restart(t)
+		if !e.findRack(ctx) {
+			t.Fatal("rack-a is online on no region of a fresh stack")
 		}
-		return false, nil
-	})
-	ids := moveIDs{src: e.rackHome, dst: otherRegion(e.rackHome), rack: rack}
+	}
+	ids := moveIDs{src: e.rackHome, dst: otherRegion(e.rackHome), rack: e.s.Racks["rack-a"].Uuid}
 	machines, err := e.region(ids.src).Machines().List(ctx, url.Values{"Rack": {ids.rack}})
 	if err != nil || len(machines) == 0 {
 		t.Fatalf("machines behind rack-a on %s: %d (%v)", ids.src, len(machines), err)
@@ -766,6 +786,9 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	}
 	owner := e.rackOwner(ctx, &rep, ids.rack)
 	terminated := kr.fault == faultTerminateParent || kr.fault == faultTerminateTransfer
+	if terminated {
+		rep.faultNote += " (a terminated transfer runs none of its own undos: unpause, undo of the copy)"
+	}
 	switch want := movedPerOutcome(rep.outcome, ids); {
 	case want == "" && !terminated:
 		rep.violate("outcome %q says neither moved nor undone", rep.outcome)
@@ -794,6 +817,23 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 		e.rackHome = otherRegion(owner)
 	}
 	return rep
+}
+
+// findRack sets rackHome to the region where rack-a is online, waiting up to 30 s; an
+// earlier run may have left a copy of it behind, or left it paused everywhere (false).
+func (e *killEnv) findRack(ctx context.Context) bool {
+	rack := e.s.Racks["rack-a"].Uuid
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, name := range []string{e.rackHome, otherRegion(e.rackHome)} {
+			if r, err := e.region(name).Racks().Get(ctx, rack); err == nil && r.Status == api.RackOnline {
+				e.rackHome = name
+				return true
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return false
 }
 
 // childOutcomes waits for the machine migrations the transfer run started and returns their
