@@ -159,6 +159,7 @@ type killEnv struct {
 	worker      *exec.Cmd
 	workerLogs  []string
 	rackHome    string
+	gone        map[string]bool // machines of the rack an operator deleted in an earlier run
 	closeOnce   sync.Once
 }
 
@@ -179,7 +180,7 @@ func (e *killEnv) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.s, e.proxies, e.rackHome = s, map[string]*regionProxy{}, "region-a"
+	e.s, e.proxies, e.rackHome, e.gone = s, map[string]*regionProxy{}, "region-a", map[string]bool{}
 	var b strings.Builder
 	b.WriteString("regions:\n")
 	for _, name := range dev.RegionNames {
@@ -741,7 +742,12 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	if err != nil || len(machines) == 0 {
 		t.Fatalf("machines behind rack-a on %s: %d (%v)", ids.src, len(machines), err)
 	}
-	ids.machine = machines[0].Uuid
+	for _, m := range machines {
+		if !e.gone[m.Uuid] {
+			ids.machine = m.Uuid
+			break
+		}
+	}
 
 	tr := newTrap(kr.point.calls(ids)...)
 	e.box.arm(tr)
@@ -763,13 +769,13 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	e.finish(&rep, move)
 	children := e.childOutcomes(ctx, &rep, run, machines)
 
-	deleted := ""
 	if deleteAccepted(rep.faultNote) && deletedRecord(kr) == recordLive {
-		deleted = ids.machine
+		// The operator deleted the machine where it was live; the other region may keep its stub.
+		e.gone[ids.machine] = true
 	}
 	var lost bool
 	for _, m := range machines {
-		if m.Uuid == deleted {
+		if e.gone[m.Uuid] {
 			continue
 		}
 		l := e.machineLiveness(ctx, &rep, m.Uuid)
