@@ -356,9 +356,9 @@ func describeOutcome(err error) string {
 // outcome claims neither (a compensation that failed, a termination).
 func movedPerOutcome(outcome string, ids moveIDs) string {
 	switch outcome {
-	case "completed", "failed:" + workflows.ErrAfterActivation:
+	case "completed", "failed:" + workflows.ErrTypeAfterActivation:
 		return ids.dst
-	case "failed:" + workflows.ErrCompensationFailed, "terminated":
+	case "failed:" + workflows.ErrTypeCompensationFailed, "terminated":
 		return ""
 	}
 	if outcome == "canceled" || strings.HasPrefix(outcome, "failed:") {
@@ -623,7 +623,7 @@ func (e *killEnv) checkMachine(ctx context.Context, rep *runReport, kr killRun, 
 		switch rep.outcome {
 		case "completed":
 			rep.violate("the move of a deleted machine completed")
-		case "failed:" + workflows.ErrCompensationFailed:
+		case "failed:" + workflows.ErrTypeCompensationFailed:
 			rep.violate("the move of a deleted machine reports a failed undo, with nothing left to undo")
 		}
 		return
