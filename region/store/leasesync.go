@@ -132,22 +132,8 @@ func (s *Store) SyncLeases(ctx context.Context, by Principal, rackUUID string, b
 // servedSubnets maps the subnets on the VLANs rack is primary or secondary rack of to their
 // networks.
 func servedSubnets(ctx context.Context, tx pgx.Tx, rack string) (map[string]netip.Prefix, error) {
-	rows, err := tx.Query(ctx, `SELECT s.uuid::text, s.cidr FROM subnets s JOIN vlans v ON v.uuid = s.vlan
+	return subnetPrefixes(ctx, tx, `SELECT s.uuid::text, s.cidr FROM subnets s JOIN vlans v ON v.uuid = s.vlan
 		WHERE v.primary_rack = $1 OR v.secondary_rack = $1`, rack)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]netip.Prefix{}
-	for rows.Next() {
-		var id string
-		var cidr netip.Prefix
-		if err := rows.Scan(&id, &cidr); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out[id] = cidr
-	}
-	return out, rows.Err()
 }
 
 // liveLeaseOwners returns, for the stored leases at the addresses of ls that are active and

@@ -652,17 +652,8 @@ func (s *Store) FinalizeMigration(ctx context.Context, by Principal, key, endpoi
 		if err != nil {
 			return nil, err
 		}
-		for _, jr := range js {
-			j, err := clone(jr.obj)
-			if err != nil {
-				return nil, err
-			}
-			emptyMeta(&j.Meta)
-			j.Meta[api.MetaRedirectEndpoint] = endpoint
-			j.Archived = !j.Current
-			if _, err := updateJob(ctx, tx, by, jr, j); err != nil {
-				return nil, err
-			}
+		if err := redirectJobs(ctx, tx, by, js, endpoint, archiveFinished); err != nil {
+			return nil, err
 		}
 		return stored, recordEvent(ctx, tx, by, "finalize-migration", api.KindMachines, m.Uuid, map[string]any{"RedirectEndpoint": endpoint})
 	})
@@ -758,3 +749,26 @@ func (s *Store) Activate(ctx context.Context, by Principal, key string) (api.Mac
 		return stored, recordEvent(ctx, tx, by, "activate", api.KindMachines, m.Uuid, map[string]any{})
 	})
 }
+
+// redirectJobs points the jobs of a machine that became a stub at endpoint, archiving those
+// archive says.
+func redirectJobs(ctx context.Context, tx pgx.Tx, by Principal, js []row[api.Job], endpoint string, archive func(api.Job) bool) error {
+	for _, jr := range js {
+		j, err := clone(jr.obj)
+		if err != nil {
+			return err
+		}
+		emptyMeta(&j.Meta)
+		j.Meta[api.MetaRedirectEndpoint] = endpoint
+		j.Archived = archive(*j)
+		if _, err := updateJob(ctx, tx, by, jr, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// archiveFinished archives every job but the current one (the seed's finalized source keeps
+// its current job unarchived); archiveAll archives every job (a redirect copy runs none).
+func archiveFinished(j api.Job) bool { return !j.Current }
+func archiveAll(api.Job) bool        { return true }

@@ -46,17 +46,8 @@ func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint st
 		if err != nil {
 			return nil, err
 		}
-		for _, jr := range js {
-			j, err := clone(jr.obj)
-			if err != nil {
-				return nil, err
-			}
-			emptyMeta(&j.Meta)
-			j.Meta[api.MetaRedirectEndpoint] = endpoint
-			j.Archived = true
-			if _, err := updateJob(ctx, tx, by, jr, j); err != nil {
-				return nil, err
-			}
+		if err := redirectJobs(ctx, tx, by, js, endpoint, archiveAll); err != nil {
+			return nil, err
 		}
 		return stored, recordEvent(ctx, tx, by, "redirect-copy", api.KindMachines, m.Uuid, map[string]any{"RedirectEndpoint": endpoint})
 	})

@@ -307,7 +307,12 @@ func subnetCIDRs(ctx context.Context, tx pgx.Tx, ls []api.Lease) (map[string]net
 	for i, l := range ls {
 		ids[i] = l.Subnet
 	}
-	rows, err := tx.Query(ctx, "SELECT uuid::text, cidr FROM subnets WHERE uuid = ANY($1::uuid[])", ids)
+	return subnetPrefixes(ctx, tx, "SELECT uuid::text, cidr FROM subnets WHERE uuid = ANY($1::uuid[])", ids)
+}
+
+// subnetPrefixes maps the (uuid, cidr) rows query selects to subnet UUID → network.
+func subnetPrefixes(ctx context.Context, tx pgx.Tx, query string, args ...any) (map[string]netip.Prefix, error) {
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
