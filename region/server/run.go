@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/store"
 )
 
@@ -80,7 +81,7 @@ func defaultPublicURL(addr *net.TCPAddr) string {
 
 // openStore opens the store, retrying with backoff while PostgreSQL cannot be reached.
 func openStore(ctx context.Context, databaseURL string, log *slog.Logger) (*store.Store, error) {
-	delay := openRetryFirst
+	wait := backoff.Backoff{Initial: openRetryFirst, Max: openRetryMax}
 	for attempt := 1; ; attempt++ {
 		st, err := store.Open(ctx, databaseURL)
 		if err == nil {
@@ -92,13 +93,11 @@ func openStore(ctx context.Context, databaseURL string, log *slog.Logger) (*stor
 		if !errors.Is(err, store.ErrUnavailable) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
+		delay := wait.Next()
 		log.Warn("database not reachable yet, retrying", "attempt", attempt, "retry_in", delay, "err", err)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("open store: gave up after %d attempts: %w", attempt, err)
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, openRetryMax)
 	}
 }
 
