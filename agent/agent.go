@@ -140,7 +140,7 @@ func (a *Agent) follow(from string, body []byte, hdr http.Header) error {
 	// Keep working at the new endpoint even if the disk refuses the write: staying on the
 	// old region would only collect more redirects.
 	if err := WriteConfig(a.path, cfg); err != nil {
-		a.log.Error("machine migrated but the agent config could not be rewritten", "to", to, "err", err)
+		a.log.Error("machine migrated but the agent config could not be rewritten", "to", to, "error", err)
 	} else {
 		a.log.Info("machine migrated: agent config rewritten", "from", from, "to", to, "config", a.path)
 	}
@@ -163,7 +163,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		case progressed:
 			wait.Reset()
 		}
-		a.log.Error("agent session failed", "err", err)
+		a.log.Error("agent session failed", "error", err)
 		if backoff.Sleep(ctx, wait.Next()) != nil {
 			return nil
 		}

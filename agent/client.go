@@ -61,10 +61,10 @@ func (a *Agent) call(ctx context.Context, req request) ([]byte, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			a.log.Warn("agent API unreachable", "endpoint", ep, "path", req.path, "err", err)
+			a.log.Warn("agent API unreachable", "endpoint", ep, "path", req.path, "error", err)
 		case status == http.StatusTemporaryRedirect:
 			if err := a.follow(ep, body, hdr); err != nil {
-				a.log.Error("agent API: unusable redirect", "endpoint", ep, "err", err)
+				a.log.Error("agent API: unusable redirect", "endpoint", ep, "error", err)
 				break
 			}
 			return nil, errMoved

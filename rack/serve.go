@@ -213,7 +213,7 @@ func (p *process) run(ctx context.Context) error {
 func (p *process) close() {
 	for i := len(p.closers) - 1; i >= 0; i-- {
 		if err := p.closers[i](); err != nil {
-			p.log.Warn("closing rack state", "err", err)
+			p.log.Warn("closing rack state", "error", err)
 		}
 	}
 }

@@ -46,7 +46,7 @@ func runWorker(ctx context.Context, o Options, rack string, acts *rackacts.Activ
 			return nil
 		}
 		delay := wait.Next()
-		log.Warn("Temporal not reachable; the rack serves on and retries", "temporal", o.Temporal.HostPort, "err", err, "retry_in", delay)
+		log.Warn("Temporal not reachable; the rack serves on and retries", "temporal", o.Temporal.HostPort, "error", err, "retry_in", delay)
 		if backoff.Sleep(ctx, delay) != nil {
 			return nil
 		}

@@ -217,7 +217,7 @@ func (s *Server) work() {
 		req, err := dhcpv4.FromBytes(d.data)
 		if err != nil {
 			s.h.metrics.malformed.Inc()
-			s.log.Debug("malformed DHCP packet dropped", "on", d.l.name, "err", err)
+			s.log.Debug("malformed DHCP packet dropped", "on", d.l.name, "error", err)
 			continue
 		}
 		if d.l == s.relay && !addr(req.GatewayIPAddr).IsValid() && !addr(req.ClientIPAddr).IsValid() {
@@ -234,7 +234,7 @@ func (s *Server) respond(l *listener, req *dhcpv4.DHCPv4) {
 	}
 	resp, err := s.h.Handle(req, serverIP)
 	if err != nil {
-		s.log.Debug("DHCP request not answered", "on", l.name, "err", err)
+		s.log.Debug("DHCP request not answered", "on", l.name, "error", err)
 		return
 	}
 	if resp == nil {
@@ -246,7 +246,7 @@ func (s *Server) respond(l *listener, req *dhcpv4.DHCPv4) {
 		return
 	}
 	if _, err := l.conn.WriteTo(resp.ToBytes(), dst); err != nil {
-		s.log.Warn("DHCP reply not sent", "on", l.name, "to", dst, "err", err)
+		s.log.Warn("DHCP reply not sent", "on", l.name, "to", dst, "error", err)
 	}
 }
 

@@ -123,7 +123,7 @@ func (u *Uploader) Serve(ctx context.Context) error {
 				return nil
 			}
 			delay := u.retry.Next()
-			u.log.Warn("lease sync to region failed; retrying", "err", err, "in", delay)
+			u.log.Warn("lease sync to region failed; retrying", "error", err, "in", delay)
 			if backoff.Sleep(ctx, delay) != nil {
 				return nil
 			}
@@ -157,7 +157,7 @@ func (u *Uploader) flush(ctx context.Context) error {
 		for _, r := range out.Rejected {
 			u.dropped.WithLabelValues(DropRejected).Inc()
 			u.log.Error("the region rejected a lease; not sending it again until it changes",
-				"addr", r.IP, "mac", r.MAC, "err", r.Error)
+				"addr", r.IP, "mac", r.MAC, "error", r.Error)
 		}
 	}
 	if len(again) > 0 {
@@ -181,7 +181,7 @@ func (u *Uploader) strike(a netip.Addr, l api.Lease, err error) bool {
 	delete(u.strikes, a)
 	u.dropped.WithLabelValues(DropRefused).Inc()
 	u.log.Error("the region keeps refusing a lease; not sending it again until it changes",
-		"addr", l.Addr, "mac", l.MAC, "hostname", l.Hostname, "attempts", s.n, "err", err)
+		"addr", l.Addr, "mac", l.MAC, "hostname", l.Hostname, "attempts", s.n, "error", err)
 	return false
 }
 

@@ -121,7 +121,7 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 			result = "not_found"
 		}
 		s.transfers.WithLabelValues(result).Inc()
-		s.log.Warn("tftp read refused", "peer", peer, "file", name, "err", err)
+		s.log.Warn("tftp read refused", "peer", peer, "file", name, "error", err)
 		return clientError(err)
 	}
 	defer f.Close()
@@ -132,7 +132,7 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 	s.bytesSent.Add(float64(n))
 	if err != nil {
 		s.transfers.WithLabelValues("failed").Inc()
-		s.log.Warn("tftp transfer failed", "peer", peer, "file", name, "sent", n, "err", err)
+		s.log.Warn("tftp transfer failed", "peer", peer, "file", name, "sent", n, "error", err)
 		return nil // ReadFrom has already sent the error to the client
 	}
 	s.transfers.WithLabelValues("ok").Inc()

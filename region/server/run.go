@@ -94,7 +94,7 @@ func openStore(ctx context.Context, databaseURL string, log *slog.Logger) (*stor
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 		delay := wait.Next()
-		log.Warn("database not reachable yet, retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		log.Warn("database not reachable yet, retrying", "attempt", attempt, "retry_in", delay, "error", err)
 		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("open store: gave up after %d attempts: %w", attempt, err)
 		}

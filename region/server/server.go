@@ -297,6 +297,6 @@ func (s *Server) heartbeat(ctx context.Context) {
 		return
 	}
 	if err := s.st.Heartbeat(ctx, s.cfg.PublicURL); err != nil && ctx.Err() == nil {
-		s.log.Warn("heartbeat failed", "url", s.cfg.PublicURL, "err", err)
+		s.log.Warn("heartbeat failed", "url", s.cfg.PublicURL, "error", err)
 	}
 }
