@@ -51,6 +51,7 @@ func newRegionServeCommand() *cobra.Command {
 			if cfg.Logger, err = daemonLogger(cmd, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
+			cfg.AdminTokenOut = cmd.OutOrStdout() // the token, printed once, is the command's output
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
