@@ -32,6 +32,7 @@ type ServerConfig struct {
 	// QueueLen bounds the received requests waiting for a worker (default DefaultQueueLen);
 	// when it is full the oldest is dropped.
 	QueueLen int
+	Logger   *slog.Logger // default slog.Default()
 }
 
 // Defaults of ServerConfig. At a few thousand requests per second a full queue is a few
@@ -60,14 +61,11 @@ type listener struct {
 }
 
 // NewServer opens the sockets. Call it in the network namespace the sockets belong to.
-func NewServer(h *Handler, cfg ServerConfig, log *slog.Logger) (*Server, error) {
-	if log == nil {
-		log = slog.Default()
-	}
+func NewServer(h *Handler, cfg ServerConfig) (*Server, error) {
 	if cfg.Workers < 0 || cfg.QueueLen < 0 {
 		return nil, fmt.Errorf("dhcp server: negative worker count %d or queue length %d", cfg.Workers, cfg.QueueLen)
 	}
-	s := &Server{h: h, log: log, workers: cmp.Or(cfg.Workers, DefaultWorkers)}
+	s := &Server{h: h, log: cmp.Or(cfg.Logger, slog.Default()), workers: cmp.Or(cfg.Workers, DefaultWorkers)}
 	s.queue = newQueue(cmp.Or(cfg.QueueLen, DefaultQueueLen), h.metrics.queueDepth, h.metrics.queueFull)
 	for _, name := range cfg.Interfaces {
 		l, err := openInterface(name)
