@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -139,7 +140,7 @@ func (a *Agent) follow(from string, body []byte, hdr http.Header) error {
 	// Keep working at the new endpoint even if the disk refuses the write: staying on the
 	// old region would only collect more redirects.
 	if err := WriteConfig(a.path, cfg); err != nil {
-		a.log.Error("machine migrated but the agent config could not be rewritten", "to", to, "err", err)
+		a.log.Error("machine migrated but the agent config could not be rewritten", "to", to, "error", err)
 	} else {
 		a.log.Info("machine migrated: agent config rewritten", "from", from, "to", to, "config", a.path)
 	}
@@ -150,22 +151,22 @@ func (a *Agent) follow(from string, body []byte, hdr http.Header) error {
 // Serve checks in, then runs the jobs the region hands out until ctx ends. Network failures,
 // region errors and migrations are handled inside; it returns nil when ctx ends.
 func (a *Agent) Serve(ctx context.Context) error {
-	for failures := 0; ; {
+	wait := a.opts.Backoff.start()
+	for {
 		progressed, err := a.session(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, errMoved):
-			failures = 0
+			wait.Reset()
 			continue
 		case progressed:
-			failures = 0
+			wait.Reset()
 		}
-		a.log.Error("agent session failed", "err", err)
-		if sleep(ctx, a.opts.Backoff.delay(failures)) != nil {
+		a.log.Error("agent session failed", "error", err)
+		if backoff.Sleep(ctx, wait.Next()) != nil {
 			return nil
 		}
-		failures++
 	}
 }
 

@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -42,34 +42,18 @@ type Backoff struct {
 	Min, Max time.Duration
 }
 
-// delay returns the wait after the n-th consecutive failure (n from 0): exponential, capped,
-// with "equal jitter" so many agents of a failed region do not come back in lockstep.
-func (b Backoff) delay(n int) time.Duration {
-	d := b.Min
-	for i := 0; i < n && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	half := d / 2
-	return half + rand.N(half+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// start returns the waits of one retry loop: from Min, doubling up to Max, with jitter so
+// many agents of a failed region do not come back in lockstep.
+func (b Backoff) start() *backoff.Backoff {
+	return &backoff.Backoff{Initial: b.Min, Max: b.Max, Jitter: true}
 }
 
 // call sends req, failing over between the configured endpoints and backing off on network
 // errors and 5xx answers until it gets an answer or ctx ends. It returns the body of a 2xx
 // answer (nil for 204), errMoved after following a migration redirect, or *apiError.
 func (a *Agent) call(ctx context.Context, req request) ([]byte, error) {
-	for failures := 0; ; failures++ {
+	wait := a.opts.Backoff.start()
+	for {
 		ep := a.endpoint()
 		status, body, hdr, err := a.roundTrip(ctx, ep, req)
 		switch {
@@ -77,10 +61,10 @@ func (a *Agent) call(ctx context.Context, req request) ([]byte, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			a.log.Warn("agent API unreachable", "endpoint", ep, "path", req.path, "err", err)
+			a.log.Warn("agent API unreachable", "endpoint", ep, "path", req.path, "error", err)
 		case status == http.StatusTemporaryRedirect:
 			if err := a.follow(ep, body, hdr); err != nil {
-				a.log.Error("agent API: unusable redirect", "endpoint", ep, "err", err)
+				a.log.Error("agent API: unusable redirect", "endpoint", ep, "error", err)
 				break
 			}
 			return nil, errMoved
@@ -96,7 +80,7 @@ func (a *Agent) call(ctx context.Context, req request) ([]byte, error) {
 			return body, nil
 		}
 		a.failover(ep)
-		if err := sleep(ctx, a.opts.Backoff.delay(failures)); err != nil {
+		if err := backoff.Sleep(ctx, wait.Next()); err != nil {
 			return nil, err
 		}
 	}

@@ -48,7 +48,7 @@ func (a *Agent) runJob(ctx context.Context, job api.AgentJob) {
 		body: mustJSON(exit), ctype: "application/json", timeout: 30 * time.Second,
 	})
 	if err != nil {
-		a.log.Error("job exit not reported", "job", id, "err", err)
+		a.log.Error("job exit not reported", "job", id, "error", err)
 		return
 	}
 	a.log.Info("job ended", "job", id, "state", exit.ExitState, "code", exit.ExitCode)
@@ -168,6 +168,6 @@ func (s *logStream) flush(ctx context.Context) {
 		ctype: "text/plain; charset=utf-8", timeout: 30 * time.Second,
 	})
 	if err != nil {
-		s.a.log.Error("job log chunk lost", "path", s.path, "bytes", len(chunk), "err", err)
+		s.a.log.Error("job log chunk lost", "path", s.path, "bytes", len(chunk), "error", err)
 	}
 }

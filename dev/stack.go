@@ -226,7 +226,7 @@ func (s *Stack) Stop() {
 	}
 	if s.group != nil {
 		if err := s.group.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Warn("dev stack stopped with an error", "err", err)
+			s.log.Warn("dev stack stopped with an error", "error", err)
 		}
 	}
 	if s.Client != nil {
@@ -240,7 +240,7 @@ func (s *Stack) Stop() {
 	}
 	if s.tempDir {
 		if err := postgres.RemoveStateDir(s.StateDir); err != nil {
-			s.log.Warn("remove the dev state dir", "err", err)
+			s.log.Warn("remove the dev state dir", "error", err)
 		}
 	}
 }

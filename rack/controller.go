@@ -79,10 +79,10 @@ func (c *controller) ExportLeases(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		for _, r := range out.Rejected {
-			c.log.Error("the region rejected a lease of the export", "addr", r.IP, "mac", r.MAC, "err", r.Error)
+			c.log.Error("the region rejected a lease of the export", "addr", r.IP, "mac", r.MAC, "error", r.Error)
 		}
 		for i, err := range out.Refused {
-			c.log.Error("the region refused a lease of the export", "addr", batch[i].Addr, "mac", batch[i].MAC, "err", err)
+			c.log.Error("the region refused a lease of the export", "addr", batch[i].Addr, "mac", batch[i].MAC, "error", err)
 		}
 		accepted += len(batch) - len(out.Rejected) - len(out.Refused)
 	}
@@ -121,7 +121,7 @@ func (c *controller) MoveToRegion(ctx context.Context, urls []string, secret str
 	c.log.Info("rack moved to region", "region", st.Region.Name, "endpoints", st.Endpoints)
 	// Best effort: the link retries both on its own schedule.
 	if _, err := c.link.SyncConfig(asRack(ctx)); err != nil {
-		c.log.Warn("config of the new region not fetched yet", "err", err)
+		c.log.Warn("config of the new region not fetched yet", "error", err)
 	}
 	c.beat(ctx)
 	return st.Region, nil
@@ -148,6 +148,6 @@ func (c *controller) beat(ctx context.Context) {
 		hb.Degraded, hb.Reason = true, "no rack config from the region yet"
 	}
 	if err := c.region.heartbeat(ctx, hb); err != nil && ctx.Err() == nil {
-		c.log.Warn("heartbeat not delivered", "err", err)
+		c.log.Warn("heartbeat not delivered", "error", err)
 	}
 }

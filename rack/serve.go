@@ -140,7 +140,7 @@ func open(o Options) (_ *process, err error) {
 			p.log.Info("iPXE binaries installed in the boot dir", "from", o.IPXEDir, "files", installed)
 		}
 		if o.TFTPListen != "" {
-			srv, err := tftp.New(o.TFTPListen, dir, reg, p.log.With("component", "tftp"))
+			srv, err := tftp.New(tftp.Config{Addr: o.TFTPListen, Dir: dir, Registry: reg, Logger: p.log.With("component", "tftp")})
 			if err != nil {
 				return nil, err
 			}
@@ -156,7 +156,7 @@ func open(o Options) (_ *process, err error) {
 		}
 	}
 	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
-		srv, err := dhcp.NewServer(handler, dhcp.ServerConfig{Interfaces: o.DHCPInterfaces, RelayAddr: o.DHCPRelayListen}, p.log.With("component", "dhcp"))
+		srv, err := dhcp.NewServer(handler, dhcp.ServerConfig{Interfaces: o.DHCPInterfaces, RelayAddr: o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +213,7 @@ func (p *process) run(ctx context.Context) error {
 func (p *process) close() {
 	for i := len(p.closers) - 1; i >= 0; i-- {
 		if err := p.closers[i](); err != nil {
-			p.log.Warn("closing rack state", "err", err)
+			p.log.Warn("closing rack state", "error", err)
 		}
 	}
 }

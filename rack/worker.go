@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/internal/backoff"
 )
 
 // Delays between attempts to reach Temporal.
@@ -22,7 +23,7 @@ const (
 // Temporal being unreachable never stops the rack from serving: the worker keeps trying.
 func runWorker(ctx context.Context, o Options, rack string, acts *rackacts.Activities, log *slog.Logger) error {
 	queue := rackacts.TaskQueue(rack)
-	delay := workerRetryFirst
+	wait := backoff.Backoff{Initial: workerRetryFirst, Max: workerRetryMax}
 	for {
 		opts := o.Temporal
 		if opts.Logger == nil {
@@ -44,12 +45,10 @@ func runWorker(ctx context.Context, o Options, rack string, acts *rackacts.Activ
 		if ctx.Err() != nil {
 			return nil
 		}
-		log.Warn("Temporal not reachable; the rack serves on and retries", "temporal", o.Temporal.HostPort, "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
+		delay := wait.Next()
+		log.Warn("Temporal not reachable; the rack serves on and retries", "temporal", o.Temporal.HostPort, "error", err, "retry_in", delay)
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, workerRetryMax)
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"log/slog"
-
 	"github.com/spf13/cobra"
 
 	"github.com/ironflow/ironflow/agent"
@@ -24,7 +22,10 @@ func newAgentCommand() *cobra.Command {
 			"migrated it follows the region's redirect and rewrites the config file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			logger, err := daemonLogger(cmd, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			// A missing or invalid config fails here, before anything runs.
 			a, err := agent.New(flagOrEnv(cmd, flagAgentConfig, envAgentConfig), agent.Options{Version: version, Logger: logger})
 			if err != nil {
@@ -33,6 +34,7 @@ func newAgentCommand() *cobra.Command {
 			return a.Serve(cmd.Context())
 		},
 	}
-	c.Flags().String(flagAgentConfig, defaultAgentConfig, "agent config file (env "+envAgentConfig+")")
+	c.Flags().String(flagAgentConfig, defaultAgentConfig, "agent config file"+envHelp(envAgentConfig))
+	addLogFlags(c)
 	return c
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,8 +34,12 @@ Digital Rebar migration doc's machines, and a migration worker. State is kept in
 across restarts unless --fresh.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			logs, err := logFlags(cmd)
+			if err != nil {
+				return err
+			}
 			if demo {
-				return runDemo(cmd)
+				return runDemo(cmd, logs)
 			}
 			stateDir, freePorts, err := devFlags(cmd)
 			if err != nil {
@@ -64,7 +67,7 @@ across restarts unless --fresh.`,
 				TemporalUIPort:  uiPort,
 				Seed:            true,
 				RunWorker:       true,
-				Logger:          slog.New(slog.NewTextHandler(logFile, nil)),
+				Logger:          logs.logger(logFile),
 				TemporalLogFile: filepath.Join(stateDir, "temporal.log"),
 				Version:         version,
 			})
@@ -78,10 +81,11 @@ across restarts unless --fresh.`,
 			return nil
 		},
 	}
-	cmd.Flags().String("state-dir", ".ironflow-dev", "where the stack keeps its state ($"+envDevStateDir+")")
+	cmd.Flags().String("state-dir", ".ironflow-dev", "where the stack keeps its state"+envHelp(envDevStateDir))
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
-	cmd.Flags().Bool("free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233 (for a second stack; $"+envDevFreePorts+")")
+	cmd.Flags().Bool("free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233, for a second stack"+envHelp(envDevFreePorts))
 	cmd.Flags().BoolVar(&demo, "demo", false, "start a fresh throwaway stack on free ports, replay the migration story with the CLI, and exit")
+	addLogFlags(cmd)
 	return cmd
 }
 
@@ -160,7 +164,7 @@ Ctrl-C stops everything.
 
 // runDemo plays the demo on a throwaway stack (temp state, free ports, so it can run next to
 // `ironflow dev`) and fails with the step that went wrong.
-func runDemo(cmd *cobra.Command) error {
+func runDemo(cmd *cobra.Command, logs logConfig) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("demo: find the ironflow binary: %w", err)
@@ -176,7 +180,7 @@ func runDemo(cmd *cobra.Command) error {
 		TemporalUIPort: -1,
 		Seed:           true,
 		RunWorker:      true,
-		Logger:         slog.New(slog.NewTextHandler(logFile, nil)),
+		Logger:         logs.logger(logFile),
 		Version:        version,
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,25 +21,39 @@ const (
 
 func addGlobalFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
-	f.StringP(flagEndpoint, "E", defaultEndpoint, "region API URL (env "+envEndpoint+")")
-	f.String(flagToken, "", "API token (env "+envToken+")")
+	f.StringP(flagEndpoint, "E", defaultEndpoint, "region API URL"+envHelp(envEndpoint))
+	f.String(flagToken, "", "API token"+envHelp(envToken))
 	format := formatJSON
 	f.VarP(&format, flagOutput, "o", "output format: json, yaml or table")
 }
 
-// flagOrEnv returns the flag's value when given on the command line, else the environment
-// variable when set, else the flag's default. Environment values are read here rather than
-// used as flag defaults so that secrets never show up in --help.
-func flagOrEnv(cmd *cobra.Command, name, env string) string {
-	f := cmd.Flags().Lookup(name)
-	if f.Changed {
-		return f.Value.String()
-	}
-	if v, ok := os.LookupEnv(env); ok {
+// flagOrEnv is how every command reads a flag that has environment fallbacks: the flag's
+// value when given on the command line, else the first of envs that is set, else the flag's
+// default. Environment values are read here rather than used as flag defaults so that
+// secrets never show up in --help.
+func flagOrEnv(cmd *cobra.Command, name string, envs ...string) string {
+	if v, ok := envFallback(cmd, name, envs...); ok {
 		return v
 	}
-	return f.Value.String()
+	return cmd.Flags().Lookup(name).Value.String()
 }
+
+// envFallback is the first of envs that is set, when the flag was not given on the command
+// line.
+func envFallback(cmd *cobra.Command, name string, envs ...string) (string, bool) {
+	if cmd.Flags().Lookup(name).Changed {
+		return "", false
+	}
+	for _, env := range envs {
+		if v, ok := os.LookupEnv(env); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// envHelp ends a flag's usage with the environment variables it falls back to.
+func envHelp(envs ...string) string { return " (env " + strings.Join(envs, ", ") + ")" }
 
 // regionClient is the API client the global flags describe.
 func regionClient(cmd *cobra.Command) *client.Client {

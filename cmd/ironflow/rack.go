@@ -45,22 +45,21 @@ func rackFlag(cmd *cobra.Command, name string) string {
 
 // rackListFlag is a repeatable flag's values, else its comma-separated environment variable.
 func rackListFlag(cmd *cobra.Command, name string) []string {
-	if f := cmd.Flags().Lookup(name); !f.Changed {
-		if v, ok := os.LookupEnv(rackFlagEnvs[name]); ok {
-			var out []string
-			for s := range strings.SplitSeq(v, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					out = append(out, s)
-				}
+	if v, ok := envFallback(cmd, name, rackFlagEnvs[name]); ok {
+		var out []string
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
 			}
-			return out
 		}
+		return out
 	}
 	values, _ := cmd.Flags().GetStringArray(name)
 	return values
 }
 
-func envHelp(name string) string { return " (env " + rackFlagEnvs[name] + ")" }
+// rackEnvHelp ends a rack flag's usage with its environment variable.
+func rackEnvHelp(name string) string { return envHelp(rackFlagEnvs[name]) }
 
 func newRackRegisterCommand() *cobra.Command {
 	c := &cobra.Command{
@@ -86,10 +85,10 @@ func newRackRegisterCommand() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringArray("url", nil, "region URL; repeat for every region endpoint, preferred first"+envHelp("url"))
-	f.String("secret", "", "the region's rack secret"+envHelp("secret"))
-	f.String("name", "", "rack name (default: the earlier registration's, else the host name)"+envHelp("name"))
-	f.String("state-dir", rack.DefaultStateDir, "state directory"+envHelp("state-dir"))
+	f.StringArray("url", nil, "region URL; repeat for every region endpoint, preferred first"+rackEnvHelp("url"))
+	f.String("secret", "", "the region's rack secret"+rackEnvHelp("secret"))
+	f.String("name", "", "rack name (default: the earlier registration's, else the host name)"+rackEnvHelp("name"))
+	f.String("state-dir", rack.DefaultStateDir, "state directory"+rackEnvHelp("state-dir"))
 	return c
 }
 
@@ -105,7 +104,10 @@ func newRackServeCommand() *cobra.Command {
 			"regions this rack may be transferred to.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			logger, err := daemonLogger(cmd, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			o, err := rackServeOptions(cmd, logger)
 			if err != nil {
 				return err
@@ -114,15 +116,16 @@ func newRackServeCommand() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.String("state-dir", rack.DefaultStateDir, "state directory"+envHelp("state-dir"))
-	f.StringArray("dhcp-interface", nil, "serve broadcast DHCP on this interface; repeatable"+envHelp("dhcp-interface"))
-	f.String("dhcp-relay-listen", "", "ip:port for relayed DHCP requests, e.g. 127.0.0.1:1067"+envHelp("dhcp-relay-listen"))
-	f.String("server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)"+envHelp("server-ip"))
-	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+envHelp("tftp-listen"))
-	f.String("http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot"+envHelp("http-listen"))
-	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+envHelp("http-boot-url"))
-	f.String("boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP"+envHelp("boot-dir"))
-	f.String("region-secrets-file", "", "rack secrets of the regions this rack may move to"+envHelp("region-secrets-file"))
+	f.String("state-dir", rack.DefaultStateDir, "state directory"+rackEnvHelp("state-dir"))
+	f.StringArray("dhcp-interface", nil, "serve broadcast DHCP on this interface; repeatable"+rackEnvHelp("dhcp-interface"))
+	f.String("dhcp-relay-listen", "", "ip:port for relayed DHCP requests, e.g. 127.0.0.1:1067"+rackEnvHelp("dhcp-relay-listen"))
+	f.String("server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)"+rackEnvHelp("server-ip"))
+	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+rackEnvHelp("tftp-listen"))
+	f.String("http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot"+rackEnvHelp("http-listen"))
+	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+rackEnvHelp("http-boot-url"))
+	f.String("boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP"+rackEnvHelp("boot-dir"))
+	f.String("region-secrets-file", "", "rack secrets of the regions this rack may move to"+rackEnvHelp("region-secrets-file"))
+	addLogFlags(c)
 	addTemporalFlags(c)
 	// A rack runs its worker only when a Temporal address is given.
 	addr := c.PersistentFlags().Lookup(flagTemporalAddress)

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -49,13 +48,17 @@ func newRegionServeCommand() *cobra.Command {
 			if cfg.DatabaseURL == "" {
 				return errors.New("no database: give --database-url or set IRONFLOW_DATABASE_URL")
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if cfg.Logger, err = daemonLogger(cmd, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			cfg.AdminTokenOut = cmd.OutOrStdout() // the token, printed once, is the command's output
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
 	for _, f := range serveFlags {
-		c.Flags().String(f.name, f.def, f.usage+" (env "+f.env+")")
+		c.Flags().String(f.name, f.def, f.usage+envHelp(f.env))
 	}
+	addLogFlags(c)
 	return c
 }
 

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -31,20 +30,15 @@ var temporalFlagEnvs = map[string][]string{
 // addTemporalFlags adds the connection flags to c and its subcommands.
 func addTemporalFlags(c *cobra.Command) {
 	f := c.PersistentFlags()
-	f.String(flagTemporalAddress, defaultTemporalAddress, "Temporal frontend host:port (env IRONFLOW_TEMPORAL_ADDRESS, TEMPORAL_ADDRESS)")
-	f.String(flagNamespace, defaultNamespace, "Temporal namespace (env IRONFLOW_TEMPORAL_NAMESPACE, TEMPORAL_NAMESPACE)")
+	f.String(flagTemporalAddress, defaultTemporalAddress, "Temporal frontend host:port"+envHelp(temporalFlagEnvs[flagTemporalAddress]...))
+	f.String(flagNamespace, defaultNamespace, "Temporal namespace"+envHelp(temporalFlagEnvs[flagNamespace]...))
 	f.Bool(flagTemporalTLS, false, "connect to Temporal over TLS (implied by an API key)")
-	f.String(flagTemporalAPIKey, "", "Temporal API key, e.g. for Temporal Cloud (env IRONFLOW_TEMPORAL_API_KEY, TEMPORAL_API_KEY)")
+	f.String(flagTemporalAPIKey, "", "Temporal API key, e.g. for Temporal Cloud"+envHelp(temporalFlagEnvs[flagTemporalAPIKey]...))
 }
 
-// temporalFlag is flagOrEnv over the first of the flag's environment variables that is set.
+// temporalFlag is the flag's value, else its environment variables, else its default.
 func temporalFlag(cmd *cobra.Command, name string) string {
-	for _, env := range temporalFlagEnvs[name] {
-		if _, ok := os.LookupEnv(env); ok {
-			return flagOrEnv(cmd, name, env)
-		}
-	}
-	return cmd.Flags().Lookup(name).Value.String()
+	return flagOrEnv(cmd, name, temporalFlagEnvs[name]...)
 }
 
 // dialTemporal connects to the Temporal frontend the flags name.

@@ -45,17 +45,21 @@ func newWorkerCommand() *cobra.Command {
 			"(YAML: regions: {NAME: {url: URL, token: TOKEN}}). Run as many workers as needed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			logger, err := daemonLogger(cmd, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			return runWorker(cmd, logger)
 		},
 	}
 	addTemporalFlags(c)
+	addLogFlags(c)
 	f := c.Flags()
-	f.String(flagRegionsFile, defaultRegionsFile, "regions the worker may migrate between, with their tokens (env "+envRegionsFile+")")
-	f.String(flagESXiSSHKey, "", "operator private key FILE that logs in to ESXi hosts without an agent; none: only hosts with an agent can be repointed (env "+envESXiSSHKey+")")
-	f.Bool(flagESXiAllowTOFU, false, "accept an ESXi host's SSH key on first use when the machine records none (env "+envESXiAllowTOFU+")")
-	f.Int(flagESXiSSHPort, 22, "SSH port of the ESXi hosts (env "+envESXiSSHPort+")")
-	f.String(flagESXiUser, "root", "SSH user on the ESXi hosts (env "+envESXiUser+")")
+	f.String(flagRegionsFile, defaultRegionsFile, "regions the worker may migrate between, with their tokens"+envHelp(envRegionsFile))
+	f.String(flagESXiSSHKey, "", "operator private key FILE that logs in to ESXi hosts without an agent; none: only hosts with an agent can be repointed"+envHelp(envESXiSSHKey))
+	f.Bool(flagESXiAllowTOFU, false, "accept an ESXi host's SSH key on first use when the machine records none"+envHelp(envESXiAllowTOFU))
+	f.Int(flagESXiSSHPort, 22, "SSH port of the ESXi hosts"+envHelp(envESXiSSHPort))
+	f.String(flagESXiUser, "root", "SSH user on the ESXi hosts"+envHelp(envESXiUser))
 	return c
 }
 

@@ -30,7 +30,7 @@ func newVethLink(t *testing.T, cfg Config) *vethLink {
 	v := &vethLink{f: newFixture(t, cfg), cliNS: cliNS, cliIf: cliIf}
 	var srv *Server
 	netnstest.Run(t, srvNS, func() (err error) {
-		srv, err = NewServer(v.f.h, ServerConfig{Interfaces: []string{srvIf}}, quiet)
+		srv, err = NewServer(v.f.h, ServerConfig{Interfaces: []string{srvIf}, Logger: quiet})
 		return err
 	})
 	serve(t, srv)

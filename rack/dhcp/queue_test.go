@@ -73,7 +73,7 @@ func TestServerAnswersTheNewestWhenOverloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	const queueLen, extra = 8, 5
-	srv, err := NewServer(h, ServerConfig{RelayAddr: "127.0.0.1:0", Workers: 1, QueueLen: queueLen}, quiet)
+	srv, err := NewServer(h, ServerConfig{RelayAddr: "127.0.0.1:0", Workers: 1, QueueLen: queueLen, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

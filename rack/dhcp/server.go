@@ -32,6 +32,7 @@ type ServerConfig struct {
 	// QueueLen bounds the received requests waiting for a worker (default DefaultQueueLen);
 	// when it is full the oldest is dropped.
 	QueueLen int
+	Logger   *slog.Logger // default slog.Default()
 }
 
 // Defaults of ServerConfig. At a few thousand requests per second a full queue is a few
@@ -60,14 +61,11 @@ type listener struct {
 }
 
 // NewServer opens the sockets. Call it in the network namespace the sockets belong to.
-func NewServer(h *Handler, cfg ServerConfig, log *slog.Logger) (*Server, error) {
-	if log == nil {
-		log = slog.Default()
-	}
+func NewServer(h *Handler, cfg ServerConfig) (*Server, error) {
 	if cfg.Workers < 0 || cfg.QueueLen < 0 {
 		return nil, fmt.Errorf("dhcp server: negative worker count %d or queue length %d", cfg.Workers, cfg.QueueLen)
 	}
-	s := &Server{h: h, log: log, workers: cmp.Or(cfg.Workers, DefaultWorkers)}
+	s := &Server{h: h, log: cmp.Or(cfg.Logger, slog.Default()), workers: cmp.Or(cfg.Workers, DefaultWorkers)}
 	s.queue = newQueue(cmp.Or(cfg.QueueLen, DefaultQueueLen), h.metrics.queueDepth, h.metrics.queueFull)
 	for _, name := range cfg.Interfaces {
 		l, err := openInterface(name)
@@ -217,7 +215,7 @@ func (s *Server) work() {
 		req, err := dhcpv4.FromBytes(d.data)
 		if err != nil {
 			s.h.metrics.malformed.Inc()
-			s.log.Debug("malformed DHCP packet dropped", "on", d.l.name, "err", err)
+			s.log.Debug("malformed DHCP packet dropped", "on", d.l.name, "error", err)
 			continue
 		}
 		if d.l == s.relay && !addr(req.GatewayIPAddr).IsValid() && !addr(req.ClientIPAddr).IsValid() {
@@ -234,7 +232,7 @@ func (s *Server) respond(l *listener, req *dhcpv4.DHCPv4) {
 	}
 	resp, err := s.h.Handle(req, serverIP)
 	if err != nil {
-		s.log.Debug("DHCP request not answered", "on", l.name, "err", err)
+		s.log.Debug("DHCP request not answered", "on", l.name, "error", err)
 		return
 	}
 	if resp == nil {
@@ -246,7 +244,7 @@ func (s *Server) respond(l *listener, req *dhcpv4.DHCPv4) {
 		return
 	}
 	if _, err := l.conn.WriteTo(resp.ToBytes(), dst); err != nil {
-		s.log.Warn("DHCP reply not sent", "on", l.name, "to", dst, "err", err)
+		s.log.Warn("DHCP reply not sent", "on", l.name, "to", dst, "error", err)
 	}
 }
 

@@ -46,7 +46,7 @@ func loopConfig() Config {
 // startRelayServer serves f's handler on a relay socket at 127.0.0.1:<ephemeral>.
 func startRelayServer(t testing.TB, f *fixture) *net.UDPAddr {
 	t.Helper()
-	srv, err := NewServer(f.h, ServerConfig{RelayAddr: "127.0.0.1:0"}, quiet)
+	srv, err := NewServer(f.h, ServerConfig{RelayAddr: "127.0.0.1:0", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,8 @@ func TestNewServerErrors(t *testing.T) {
 		"wildcard relay without ServerIP": {RelayAddr: "0.0.0.0:0"},
 	}
 	for name, cfg := range cases {
-		if srv, err := NewServer(f.h, cfg, quiet); err == nil {
+		cfg.Logger = quiet
+		if srv, err := NewServer(f.h, cfg); err == nil {
 			srv.close()
 			t.Errorf("%s: accepted", name)
 		}
@@ -254,7 +255,7 @@ func TestReplyDestinations(t *testing.T) {
 
 func TestServeReturnsWhenContextEnds(t *testing.T) {
 	f := newFixture(t, loopConfig())
-	srv, err := NewServer(f.h, ServerConfig{RelayAddr: "127.0.0.1:0"}, quiet)
+	srv, err := NewServer(f.h, ServerConfig{RelayAddr: "127.0.0.1:0", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

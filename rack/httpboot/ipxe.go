@@ -90,7 +90,7 @@ func (s *Server) serveMachineScript(w http.ResponseWriter, r *http.Request) {
 	}
 	boot, found, err := s.cfg.Machines.BootByMAC(r.Context(), mac)
 	if err != nil {
-		s.log.Warn("machine lookup failed", "mac", mac.String(), "err", err)
+		s.log.Warn("machine lookup failed", "mac", mac.String(), "error", err)
 		writeError(w, http.StatusServiceUnavailable, "machine lookup failed; retry")
 		return
 	}
@@ -99,7 +99,7 @@ func (s *Server) serveMachineScript(w http.ResponseWriter, r *http.Request) {
 		what, boot = "unknown machine, discovery for", s.cfg.Discovery
 	}
 	if err := boot.validate(); err != nil {
-		s.log.Error("invalid boot parameters", "mac", mac.String(), "err", err)
+		s.log.Error("invalid boot parameters", "mac", mac.String(), "error", err)
 		writeError(w, http.StatusInternalServerError, "invalid boot parameters for "+mac.String())
 		return
 	}

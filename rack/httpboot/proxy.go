@@ -15,7 +15,7 @@ func (s *Server) newProxy() http.Handler {
 		Transport: regionTransport{s.cfg.Region},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.metrics.proxyErrors.Inc()
-			s.log.Warn("region proxy failed", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			s.log.Warn("region proxy failed", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
 			writeError(w, http.StatusBadGateway, "no region reachable")
 		},
 	}

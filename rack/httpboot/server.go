@@ -192,7 +192,7 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, fs.ErrNotExist) {
 			code = http.StatusNotFound
 		}
-		s.log.Info("boot asset refused", "path", name, "remote", r.RemoteAddr, "err", err)
+		s.log.Info("boot asset refused", "path", name, "remote", r.RemoteAddr, "error", err)
 		writeError(w, code, http.StatusText(code)+": "+name)
 		return
 	}
@@ -203,7 +203,7 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request) {
 	deadline := time.Now().Add(s.cfg.Limits.assetDeadline(info.Size()))
 	rc := http.NewResponseController(w)
 	if err := errors.Join(rc.SetWriteDeadline(deadline), rc.SetReadDeadline(deadline)); err != nil {
-		s.log.Warn("boot asset: cannot extend the deadlines", "path", name, "err", err)
+		s.log.Warn("boot asset: cannot extend the deadlines", "path", name, "error", err)
 	}
 	http.ServeContent(w, r, info.Name(), info.ModTime(), f)
 }

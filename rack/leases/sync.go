@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -36,9 +37,8 @@ type Uploader struct {
 	table    *Table
 	syncer   Syncer
 	batch    int
-	interval time.Duration // how long changes are gathered before a send
-	retry    time.Duration // first retry delay; doubles up to maxRetry
-	maxRetry time.Duration
+	interval time.Duration   // how long changes are gathered before a send
+	retry    backoff.Backoff // waits after failed sends
 	log      *slog.Logger
 	dropped  *prometheus.CounterVec
 	strikes  map[netip.Addr]strike // leases the region refused on their own
@@ -62,7 +62,7 @@ type UploaderOptions struct {
 // NewUploader returns an uploader of t's changes to s and registers its metrics with
 // o.Registry when given.
 func NewUploader(t *Table, s Syncer, o UploaderOptions) (*Uploader, error) {
-	u := &Uploader{table: t, syncer: s, batch: o.BatchSize, interval: o.Interval, retry: o.RetryDelay, maxRetry: time.Minute,
+	u := &Uploader{table: t, syncer: s, batch: o.BatchSize, interval: o.Interval,
 		log: o.Logger, strikes: map[netip.Addr]strike{}, dropped: newDroppedCounter()}
 	if u.batch <= 0 {
 		u.batch = 500
@@ -70,10 +70,11 @@ func NewUploader(t *Table, s Syncer, o UploaderOptions) (*Uploader, error) {
 	if u.interval <= 0 {
 		u.interval = time.Second
 	}
-	if u.retry <= 0 {
-		u.retry = time.Second
+	first := o.RetryDelay
+	if first <= 0 {
+		first = time.Second
 	}
-	u.maxRetry = max(u.maxRetry, u.retry)
+	u.retry = backoff.Backoff{Initial: first, Max: max(time.Minute, first)}
 	if u.log == nil {
 		u.log = slog.Default()
 	}
@@ -103,30 +104,29 @@ func newDroppedCounter() *prometheus.CounterVec {
 
 // Serve uploads changes until ctx ends.
 func (u *Uploader) Serve(ctx context.Context) error {
-	delay := u.retry
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-u.table.changed:
 		}
-		if !sleep(ctx, u.interval) {
+		if backoff.Sleep(ctx, u.interval) != nil {
 			return nil
 		}
 		for {
 			err := u.flush(ctx)
 			if err == nil {
-				delay = u.retry
+				u.retry.Reset()
 				break
 			}
 			if ctx.Err() != nil {
 				return nil
 			}
-			u.log.Warn("lease sync to region failed; retrying", "err", err, "in", delay)
-			if !sleep(ctx, delay) {
+			delay := u.retry.Next()
+			u.log.Warn("lease sync to region failed; retrying", "error", err, "in", delay)
+			if backoff.Sleep(ctx, delay) != nil {
 				return nil
 			}
-			delay = min(2*delay, u.maxRetry)
 		}
 	}
 }
@@ -157,7 +157,7 @@ func (u *Uploader) flush(ctx context.Context) error {
 		for _, r := range out.Rejected {
 			u.dropped.WithLabelValues(DropRejected).Inc()
 			u.log.Error("the region rejected a lease; not sending it again until it changes",
-				"addr", r.IP, "mac", r.MAC, "err", r.Error)
+				"addr", r.IP, "mac", r.MAC, "error", r.Error)
 		}
 	}
 	if len(again) > 0 {
@@ -181,7 +181,7 @@ func (u *Uploader) strike(a netip.Addr, l api.Lease, err error) bool {
 	delete(u.strikes, a)
 	u.dropped.WithLabelValues(DropRefused).Inc()
 	u.log.Error("the region keeps refusing a lease; not sending it again until it changes",
-		"addr", l.Addr, "mac", l.MAC, "hostname", l.Hostname, "attempts", s.n, "err", err)
+		"addr", l.Addr, "mac", l.MAC, "hostname", l.Hostname, "attempts", s.n, "error", err)
 	return false
 }
 
@@ -225,17 +225,6 @@ func (o *Outcome) send(ctx context.Context, s Syncer, batch []api.Lease, offset 
 		return err
 	}
 	return o.send(ctx, s, batch[half:], offset+half)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // takeDirty removes up to n changed addresses from the queue and returns their leases.

@@ -538,7 +538,7 @@ func (t *Table) maybeCompact() {
 	}
 	defer t.compacting.Store(false)
 	if err := t.Compact(); err != nil {
-		t.opts.Logger.Error("lease log compaction failed", "err", err)
+		t.opts.Logger.Error("lease log compaction failed", "error", err)
 	}
 }
 

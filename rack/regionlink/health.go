@@ -32,13 +32,13 @@ func (l *Link) Serve(ctx context.Context) error {
 func (l *Link) refresh(ctx context.Context) {
 	l.checkAll(ctx)
 	if err := l.learn(ctx); err != nil {
-		l.log.Debug("region info not refreshed", "err", err)
+		l.log.Debug("region info not refreshed", "error", err)
 	}
 	if l.cfg.ConfigPath == "" {
 		return
 	}
 	if _, err := l.SyncConfig(ctx); err != nil && ctx.Err() == nil {
-		l.log.Warn("rack config not refreshed; serving the cached one", "err", err)
+		l.log.Warn("rack config not refreshed; serving the cached one", "error", err)
 	}
 }
 
@@ -52,7 +52,7 @@ func (l *Link) checkAll(ctx context.Context) {
 				return // shutting down: not the region's fault
 			}
 			if err != nil {
-				l.log.Debug("region health check failed", "endpoint", u.String(), "err", err)
+				l.log.Debug("region health check failed", "endpoint", u.String(), "error", err)
 			}
 			l.recordResult(u.String(), err == nil)
 		})

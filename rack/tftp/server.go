@@ -3,6 +3,7 @@
 package tftp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,12 +38,20 @@ type Server struct {
 	slots     chan struct{} // one per transfer in progress
 }
 
-// New returns a server for addr (e.g. ":69") over dir and registers its metrics with reg.
-func New(addr string, dir *bootfs.Dir, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
+// Config is what a Server serves and where it reports.
+type Config struct {
+	Addr     string      // UDP address, e.g. ":69"
+	Dir      *bootfs.Dir // the files served
+	Registry prometheus.Registerer
+	Logger   *slog.Logger // default slog.Default()
+}
+
+// New returns a server of cfg.Dir on cfg.Addr and registers its metrics with cfg.Registry.
+func New(cfg Config) (*Server, error) {
 	s := &Server{
-		addr:  addr,
-		dir:   dir,
-		log:   log,
+		addr:  cfg.Addr,
+		dir:   cfg.Dir,
+		log:   cmp.Or(cfg.Logger, slog.Default()),
 		slots: make(chan struct{}, DefaultMaxTransfers),
 		bytesSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironflow_tftp_bytes_sent_total",
@@ -54,7 +63,7 @@ func New(addr string, dir *bootfs.Dir, reg prometheus.Registerer, log *slog.Logg
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{s.bytesSent, s.transfers} {
-		if err := reg.Register(c); err != nil {
+		if err := cfg.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("tftp metrics: %w", err)
 		}
 	}
@@ -121,7 +130,7 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 			result = "not_found"
 		}
 		s.transfers.WithLabelValues(result).Inc()
-		s.log.Warn("tftp read refused", "peer", peer, "file", name, "err", err)
+		s.log.Warn("tftp read refused", "peer", peer, "file", name, "error", err)
 		return clientError(err)
 	}
 	defer f.Close()
@@ -132,7 +141,7 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 	s.bytesSent.Add(float64(n))
 	if err != nil {
 		s.transfers.WithLabelValues("failed").Inc()
-		s.log.Warn("tftp transfer failed", "peer", peer, "file", name, "sent", n, "err", err)
+		s.log.Warn("tftp transfer failed", "peer", peer, "file", name, "sent", n, "error", err)
 		return nil // ReadFrom has already sent the error to the client
 	}
 	s.transfers.WithLabelValues("ok").Inc()

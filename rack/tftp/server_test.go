@@ -31,7 +31,7 @@ func startServer(tb testing.TB, dir string, setup ...func(*Server)) (string, *Se
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := New("127.0.0.1:0", d, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	srv, err := New(Config{Addr: "127.0.0.1:0", Dir: d, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}

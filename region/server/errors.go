@@ -49,7 +49,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
 	msg := err.Error()
 	if code == http.StatusInternalServerError {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		msg = "internal server error"
 	}
 	if code == http.StatusUnauthorized {

@@ -29,7 +29,7 @@ func (s *Server) pruneEvents(ctx context.Context) error {
 		n, err := s.st.PruneEvents(ctx, ret.MaxAge, ret.MaxCount)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.log.Warn("pruning the audit log failed", "err", err)
+			s.log.Warn("pruning the audit log failed", "error", err)
 		case n > 0:
 			s.log.Info("audit log pruned", "deleted", n, "max-age", ret.MaxAge, "max-count", ret.MaxCount)
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/store"
 )
 
@@ -24,6 +25,9 @@ const (
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.DatabaseURL == "" {
 		return errors.New("region: no database URL")
+	}
+	if cfg.AdminToken == "" && cfg.AdminTokenOut == nil {
+		return errors.New("region: no admin token and no way to show a minted one")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -46,7 +50,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 
-	if err := bootstrapAdmin(ctx, st, cfg.AdminToken, log); err != nil {
+	if err := bootstrapAdmin(ctx, st, cfg, log); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -80,7 +84,7 @@ func defaultPublicURL(addr *net.TCPAddr) string {
 
 // openStore opens the store, retrying with backoff while PostgreSQL cannot be reached.
 func openStore(ctx context.Context, databaseURL string, log *slog.Logger) (*store.Store, error) {
-	delay := openRetryFirst
+	wait := backoff.Backoff{Initial: openRetryFirst, Max: openRetryMax}
 	for attempt := 1; ; attempt++ {
 		st, err := store.Open(ctx, databaseURL)
 		if err == nil {
@@ -92,27 +96,25 @@ func openStore(ctx context.Context, databaseURL string, log *slog.Logger) (*stor
 		if !errors.Is(err, store.ErrUnavailable) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
-		log.Warn("database not reachable yet, retrying", "attempt", attempt, "retry_in", delay, "err", err)
-		select {
-		case <-ctx.Done():
+		delay := wait.Next()
+		log.Warn("database not reachable yet, retrying", "attempt", attempt, "retry_in", delay, "error", err)
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("open store: gave up after %d attempts: %w", attempt, err)
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, openRetryMax)
 	}
 }
 
-// bootstrapAdmin makes sure an admin token exists. A token minted here is printed once on
-// stdout for the operator; a token given in the configuration is never printed or logged.
-func bootstrapAdmin(ctx context.Context, st *store.Store, token string, log *slog.Logger) error {
-	minted, created, err := st.BootstrapAdmin(ctx, token)
+// bootstrapAdmin makes sure an admin token exists. A token minted here goes once to
+// cfg.AdminTokenOut; a token given in the configuration is never shown or logged.
+func bootstrapAdmin(ctx context.Context, st *store.Store, cfg Config, log *slog.Logger) error {
+	minted, created, err := st.BootstrapAdmin(ctx, cfg.AdminToken)
 	if err != nil {
 		return fmt.Errorf("bootstrap admin token: %w", err)
 	}
 	switch {
-	case created && token == "":
-		fmt.Fprintf(os.Stdout, "admin token: %s\n", minted)
-		log.Info("minted the first admin token and printed it on stdout; it is shown only once")
+	case created && cfg.AdminToken == "":
+		fmt.Fprintf(cfg.AdminTokenOut, "admin token: %s\n", minted)
+		log.Info("minted the first admin token and printed it; it is shown only once")
 	case created:
 		log.Info("installed the admin token from the configuration")
 	}

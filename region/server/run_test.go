@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/dev/postgres"
@@ -56,13 +57,13 @@ func TestDatabaseOutage(t *testing.T) {
 	e.do(api.RoleAdmin, http.MethodGet, "/api/v1/pools/during", nil).apiError(t, http.StatusNotFound)
 }
 
-// The Run tests are not parallel: they capture os.Stdout, which parallel tests only use
-// once every sequential test is done.
+// The Run tests are not parallel: they capture os.Stdout (to check that Run never writes
+// there), which parallel tests only use once every sequential test is done.
 
 // TestRunWaitsForDatabaseAndRestarts starts Run before PostgreSQL is up (it retries and logs),
-// reads the minted admin token from stdout, then restarts Run on the same database with a
-// configured token: data and the first token survive, nothing more is printed and the
-// configured token is never logged.
+// reads the minted admin token from Config.AdminTokenOut, then restarts Run on the same
+// database with a configured token: data and the first token survive, nothing more is
+// printed, nothing at all goes to os.Stdout and the configured token is never logged.
 func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 	// initdb takes seconds; do it first so the wait below is only for the server to start.
 	pg := startCluster(t, 0)
@@ -71,14 +72,16 @@ func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 	}
 	port := pg.Port
 	stdout := captureStdout(t)
+	tokenOut := &syncBuffer{}
 	listen := testutil.FreeAddr(t)
 	base := "http://" + listen
 	cfg := server.Config{
-		DatabaseURL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		Listen:      listen,
-		Name:        "run-region",
-		PublicURL:   base,
-		Version:     "v-test",
+		DatabaseURL:   fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
+		Listen:        listen,
+		Name:          "run-region",
+		PublicURL:     base,
+		Version:       "v-test",
+		AdminTokenOut: tokenOut,
 	}
 
 	logs := &syncBuffer{}
@@ -91,8 +94,8 @@ func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 	eventually(t, "the region to serve", func() bool { return healthy(base) })
 
 	var m []string
-	eventually(t, "the admin token on stdout", func() bool {
-		m = regexp.MustCompile(`(?m)^admin token: (\S+)$`).FindStringSubmatch(stdout.String())
+	eventually(t, "the admin token printed", func() bool {
+		m = regexp.MustCompile(`(?m)^admin token: (\S+)$`).FindStringSubmatch(tokenOut.String())
 		return m != nil
 	})
 	token := m[1]
@@ -125,8 +128,11 @@ func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 		t.Errorf("region UUID changed across restart: %v then %v", info["Uuid"], again["Uuid"])
 	}
 	stop()
-	if out := stdout.Close(); strings.Count(out, "admin token:") != 1 {
-		t.Errorf("stdout = %q, want one admin token line", out)
+	if out := tokenOut.String(); strings.Count(out, "admin token:") != 1 {
+		t.Errorf("AdminTokenOut got %q, want one admin token line", out)
+	}
+	if out := stdout.Close(); out != "" {
+		t.Errorf("stdout = %q, want nothing: Run prints only to AdminTokenOut", out)
 	}
 	if strings.Contains(logs.String(), configured) {
 		t.Error("the configured admin token was logged")
@@ -137,14 +143,16 @@ func TestRunWaitsForDatabaseAndRestarts(t *testing.T) {
 // is not printed and not logged.
 func TestRunConfiguredAdminToken(t *testing.T) {
 	stdout := captureStdout(t)
+	tokenOut := &syncBuffer{}
 	listen := testutil.FreeAddr(t)
 	logs := &syncBuffer{}
 	const configured = "configured-admin-token-for-a-fresh-database"
 	stop := startRun(t, server.Config{
-		DatabaseURL: pgtest.NewDatabase(t),
-		Listen:      listen,
-		AdminToken:  configured,
-		Logger:      slog.New(slog.NewTextHandler(logs, nil)),
+		DatabaseURL:   pgtest.NewDatabase(t),
+		Listen:        listen,
+		AdminToken:    configured,
+		AdminTokenOut: tokenOut,
+		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	base := "http://" + listen
 	eventually(t, "the region to serve", func() bool { return healthy(base) })
@@ -157,6 +165,9 @@ func TestRunConfiguredAdminToken(t *testing.T) {
 	stop()
 	if out := stdout.Close(); out != "" {
 		t.Errorf("stdout = %q, want nothing", out)
+	}
+	if out := tokenOut.String(); out != "" {
+		t.Errorf("AdminTokenOut got %q, want nothing", out)
 	}
 	if strings.Contains(logs.String(), configured) {
 		t.Error("the configured admin token was logged")
@@ -172,15 +183,30 @@ func TestRunGivesUpWhenContextEnds(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- server.Run(ctx, server.Config{
-			DatabaseURL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", testutil.FreePort(t)),
-			Listen:      "127.0.0.1:0",
-			Logger:      slog.New(slog.NewTextHandler(logs, nil)),
+			DatabaseURL:   fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", testutil.FreePort(t)),
+			Listen:        "127.0.0.1:0",
+			AdminTokenOut: io.Discard,
+			Logger:        slog.New(slog.NewTextHandler(logs, nil)),
 		})
 	}()
 	eventually(t, "a logged retry", func() bool { return strings.Contains(logs.String(), "database not reachable yet") })
 	cancel()
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "gave up") {
 		t.Errorf("Run = %v, want it to give up", err)
+	}
+}
+
+// TestRunNeedsWayToShowMintedToken: with no admin token configured and nowhere to print a
+// minted one, Run refuses before it touches the database.
+func TestRunNeedsWayToShowMintedToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a Run that waited for the database would give up
+	defer cancel()
+	err := server.Run(ctx, server.Config{
+		DatabaseURL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", testutil.FreePort(t)),
+		Listen:      "127.0.0.1:0",
+	})
+	if err == nil || !strings.Contains(err.Error(), "no admin token and no way to show a minted one") {
+		t.Fatalf("Run = %v, want a refusal naming the missing admin token output", err)
 	}
 }
 

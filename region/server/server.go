@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,11 +26,14 @@ type Config struct {
 	Name        string // region name, default the host name
 	PublicURL   string // URL racks, clients and other regions reach this process at
 	AdminToken  string // admin token to install at bootstrap (IRONFLOW_ADMIN_TOKEN); "" mints one
-	RackSecret  string // secret racks register with (IRONFLOW_RACK_SECRET); "" mints one stored in the database
-	Version     string // reported by /api/v1/info
-	Logger      *slog.Logger
-	Limits      Limits    // HTTP limits; zero fields take DefaultLimits
-	Retention   Retention // how long audit events are kept; zero keeps them all
+	// AdminTokenOut is where Run prints an admin token it minted at the first start, for the
+	// operator: the only time that token is shown. Run needs it when AdminToken is "".
+	AdminTokenOut io.Writer
+	RackSecret    string // secret racks register with (IRONFLOW_RACK_SECRET); "" mints one stored in the database
+	Version       string // reported by /api/v1/info
+	Logger        *slog.Logger
+	Limits        Limits    // HTTP limits; zero fields take DefaultLimits
+	Retention     Retention // how long audit events are kept; zero keeps them all
 }
 
 const (
@@ -297,6 +301,6 @@ func (s *Server) heartbeat(ctx context.Context) {
 		return
 	}
 	if err := s.st.Heartbeat(ctx, s.cfg.PublicURL); err != nil && ctx.Err() == nil {
-		s.log.Warn("heartbeat failed", "url", s.cfg.PublicURL, "err", err)
+		s.log.Warn("heartbeat failed", "url", s.cfg.PublicURL, "error", err)
 	}
 }
