@@ -53,6 +53,12 @@ func TestRegionNamesCheckedBeforeStart(t *testing.T) {
 	if got := s.fake.called(s.workflowID); len(got) != 0 {
 		t.Errorf("activities ran: %v", got)
 	}
+	for _, req := range s.source.seen() {
+		if strings.HasPrefix(req, "POST /api/v1/migrate-grants") {
+			t.Errorf("the source issued a grant for a move to an unknown region: %v", s.source.seen())
+			break
+		}
+	}
 	_, err := s.tc.ScheduleClient().GetHandle(context.Background(), workflows.BulkMigrateID(sched)).Describe(context.Background())
 	var notFound *serviceerror.NotFound
 	if !errors.As(err, &notFound) {
