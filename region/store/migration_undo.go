@@ -12,9 +12,10 @@ import (
 // redirect here: the inactive imported copy at key becomes a locked stub redirecting to
 // endpoint (the source, live again), so the agent's calls here are answered with a redirect
 // back instead of "unknown machine". Its jobs are archived with Meta.redirect-endpoint, as a
-// finalized source's are; the source holds the live ones. A later import of the machine
-// replaces the stub. Redirecting again to the same endpoint changes nothing; an active
-// machine, one held by a migration, or one that was never imported is ErrConflict.
+// finalized source's are; the source holds the live ones. A later import of the machine,
+// with a new ticket (the undone import's tickets are closed), replaces the stub. Redirecting
+// again to the same endpoint changes nothing; an active machine, one held by a migration, or
+// one that was never imported is ErrConflict.
 func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint string) (api.Machine, error) {
 	if err := validURL("redirect copy", "RedirectEndpoint", endpoint); err != nil {
 		return api.Machine{}, err
@@ -57,6 +58,10 @@ func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint st
 			if _, err := updateJob(ctx, tx, by, jr, j); err != nil {
 				return nil, err
 			}
+		}
+		// The import is undone, as when its copy is deleted: its ticket imports nothing again.
+		if err := closeTickets(ctx, tx, m.Uuid); err != nil {
+			return nil, err
 		}
 		return stored, recordEvent(ctx, tx, by, "redirect-copy", api.KindMachines, m.Uuid, map[string]any{"RedirectEndpoint": endpoint})
 	})

@@ -50,6 +50,9 @@ func TestRedirectCopy(t *testing.T) {
 	if _, err := dst.s.RedirectCopy(ctx, alice, id, "https://elsewhere:8092"); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("redirect elsewhere: %v, want a conflict", err)
 	}
+	// The undone import is over, as when its copy is deleted: its ticket imports nothing again.
+	_, err = dst.s.Import(ctx, ticketUse("undo"), bundle, drp2)
+	wantErr(t, err, store.ErrConflict, "a ticket imports once")
 	if m, err := dst.s.Import(ctx, ticketUse("undo-2"), bundle, drp2); err != nil || m.Locked || m.Meta[api.MetaRedirectEndpoint] != "" {
 		t.Fatalf("import over the redirecting stub: %+v, %v", m, err)
 	}
