@@ -31,7 +31,7 @@ type Region interface {
 	RestoreMigration(ctx context.Context, key string) (api.Machine, error)
 	Activate(ctx context.Context, key string) (api.Machine, error)
 	GrantVerifier
-	RedirectCopy(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error)
+	RedirectCopy(ctx context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error)
 }
 
 // RegionResolver finds the Region client of a region by its name or its public URL, and

@@ -51,6 +51,6 @@ func (a *Activities) UndoCopy(ctx context.Context, in UndoCopyInput) error {
 	if err != nil {
 		return classify(err, "region %s info", in.Source.Region)
 	}
-	_, err = dst.RedirectCopy(ctx, in.Target.Machine, api.FinalizeRequest{RedirectEndpoint: info.URL})
+	_, err = dst.RedirectCopy(ctx, in.Target.Machine, api.RedirectCopyRequest{RedirectEndpoint: info.URL, Migration: in.Target.Migration})
 	return classify(err, "turn the copy of machine %s on %s into a stub redirecting to %s", in.Target.Machine, in.Target.Region, info.URL)
 }

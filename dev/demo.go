@@ -11,8 +11,6 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
-
-	"github.com/ironflow/ironflow/region/api"
 )
 
 // Demo replays the Digital Rebar migration story on a running stack by running the ironflow
@@ -90,7 +88,7 @@ func (d *Demo) Run(ctx context.Context) error {
 			return err
 		}},
 		{"transfer rack-a and its machines to region-b", func(ctx context.Context) error {
-			if err := d.waitRackOnline(ctx, "rack-a"); err != nil {
+			if err := d.Stack.WaitRackOnline(ctx, "rack-a"); err != nil {
 				return err
 			}
 			start := time.Now()
@@ -127,25 +125,6 @@ func (d *Demo) summary() {
 		fmt.Fprintf(w, "%s\tregion-a\tregion-b\t%s\t%s\n", m.what, m.how, m.took.Round(time.Millisecond))
 	}
 	w.Flush()
-}
-
-// waitRackOnline waits for the rack's first heartbeat: a transfer starts from an online rack.
-func (d *Demo) waitRackOnline(ctx context.Context, name string) error {
-	rk := d.Stack.Racks[name]
-	r := d.Stack.Regions[rk.Region]
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		var rack api.Rack
-		if err := r.Store.Get(ctx, api.KindRacks, rk.Uuid, &rack); err == nil && rack.Status == api.RackOnline {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("rack %s not online on %s: %w", name, rk.Region, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // cli runs one ironflow command against the stack, echoing it and its output.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
@@ -20,6 +21,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/store"
 	"github.com/ironflow/ironflow/workers"
@@ -260,4 +262,24 @@ func adminToken(stateDir string) (string, error) {
 		return "", fmt.Errorf("admin token: %w", err)
 	}
 	return token, nil
+}
+
+// WaitRackOnline waits until the rack reports online (it says degraded until its first config
+// arrives, and beats every api.RackHeartbeatInterval): a transfer starts from an online rack.
+func (s *Stack) WaitRackOnline(ctx context.Context, name string) error {
+	rk := s.Racks[name]
+	r := s.Regions[rk.Region]
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var rack api.Rack
+		if err := r.Store.Get(ctx, api.KindRacks, rk.Uuid, &rack); err == nil && rack.Status == api.RackOnline {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rack %s not online on %s: %w", name, rk.Region, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

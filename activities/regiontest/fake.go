@@ -409,7 +409,7 @@ func (r *Region) stub(m api.Machine, endpoint string) api.Machine {
 
 // RedirectCopy implements activities.Region: an inactive copy becomes a stub redirecting to
 // the endpoint; an active machine is a conflict.
-func (r *Region) RedirectCopy(_ context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
+func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.enter("RedirectCopy", key, true); err != nil {

@@ -75,6 +75,13 @@ across restarts unless --fresh.`,
 				return portsHint(err, freePorts)
 			}
 			defer stack.Stop()
+			// Ready means ready for the README: its rack transfer refuses a rack that is not
+			// online yet.
+			for _, rack := range stack.Racks {
+				if err := stack.WaitRackOnline(cmd.Context(), rack.Name); err != nil {
+					return err
+				}
+			}
 			printDevBanner(cmd.OutOrStdout(), stack, logFile.Name())
 			<-cmd.Context().Done()
 			fmt.Fprintln(cmd.OutOrStdout(), "\nstopping...")

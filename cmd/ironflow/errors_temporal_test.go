@@ -53,6 +53,12 @@ func TestRegionNamesCheckedBeforeStart(t *testing.T) {
 	if got := s.fake.called(s.workflowID); len(got) != 0 {
 		t.Errorf("activities ran: %v", got)
 	}
+	for _, req := range s.source.seen() {
+		if strings.HasPrefix(req, "POST /api/v1/migrate-grants") {
+			t.Errorf("the source issued a grant for a move to an unknown region: %v", s.source.seen())
+			break
+		}
+	}
 	_, err := s.tc.ScheduleClient().GetHandle(context.Background(), workflows.BulkMigrateID(sched)).Describe(context.Background())
 	var notFound *serviceerror.NotFound
 	if !errors.As(err, &notFound) {
@@ -64,6 +70,9 @@ func TestRegionNamesCheckedBeforeStart(t *testing.T) {
 // not the SDK's wrapping (event IDs, worker identity, error type).
 func TestWaitPrintsHumanFailures(t *testing.T) {
 	temporalEnv(t)
+	// The source authorises the move of a machine it does not have; ValidateMigration finds
+	// it missing.
+	t.Setenv(envEndpoint, newTestRegion(t, "region-a").url)
 	unknown := uuid.NewString()
 	id := workflows.MigrateMachineID(unknown)
 	code, out, stderr := ironflow(t, "", "machines", "migrate", unknown, "--from", "region-a", "--to", "region-b", "--wait")
@@ -182,8 +191,9 @@ func TestRegionCheckWithoutAWorker(t *testing.T) {
 	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", namespace)
 	defer func(d time.Duration) { regionsTimeout = d }(regionsTimeout)
 	regionsTimeout = time.Second
+	source := newTestRegion(t, "region-a")
 	machine := uuid.NewString()
-	code, out, stderr := ironflow(t, "", "machines", "migrate", machine, "--from", "region-a", "--to", "region-b")
+	code, out, stderr := ironflow(t, source.url, "machines", "migrate", machine, "--from", "region-a", "--to", "region-b")
 	want := "Error: no worker answered on task queue ironflow within 1s, so the region names cannot be checked: is `ironflow worker` (or make dev) running on this Temporal and namespace, and as recent as this CLI?\n"
 	if code == 0 || out != "" || stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want %q", code, out, stderr, want)

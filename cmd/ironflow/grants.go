@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/region/api"
@@ -58,30 +59,46 @@ func requireToken(cmd *cobra.Command) error {
 // requireSourceOperator refuses unless the caller is an operator or admin of the -E region
 // and, when the workflow id names its source region, -E is that region.
 func requireSourceOperator(ctx context.Context, cmd *cobra.Command, tc client.Client, id string) (api.Whoami, error) {
-	rc := regionClient(cmd)
-	who, err := rc.Whoami(ctx)
+	who, err := requireOperator(ctx, cmd)
+	if err != nil {
+		return who, err
+	}
+	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return who, notFoundAsMigration(id, err)
+	}
+	return who, requireSourceRegion(ctx, cmd, id, desc)
+}
+
+// requireOperator refuses unless the caller is an operator or admin of the -E region. It
+// comes before any look at the migration: a token that may not act on migrations is told
+// so, whatever the state of the one it named.
+func requireOperator(ctx context.Context, cmd *cobra.Command) (api.Whoami, error) {
+	who, err := regionClient(cmd).Whoami(ctx)
 	if err != nil {
 		return who, fmt.Errorf("acting on a migration takes an operator or admin token of its source region (-E): %w", err)
 	}
 	if !slices.Contains([]string{api.RoleAdmin, api.RoleOperator}, who.Role) {
 		return who, fmt.Errorf("%s has role %s on the -E region; acting on a migration takes operator or admin", who.User, who.Role)
 	}
-	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		return who, notFoundAsMigration(id, err)
-	}
+	return who, nil
+}
+
+// requireSourceRegion refuses unless -E is the source region of the run desc describes; a
+// run that records no source region passes.
+func requireSourceRegion(ctx context.Context, cmd *cobra.Command, id string, desc *workflowservice.DescribeWorkflowExecutionResponse) error {
 	source := keyword(desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SourceRegionKey.GetName()])
 	if source == "" {
-		return who, nil
+		return nil
 	}
-	info, err := rc.Info(ctx)
+	info, err := regionClient(cmd).Info(ctx)
 	if err != nil {
-		return who, fmt.Errorf("-E region: %w", err)
+		return fmt.Errorf("-E region: %w", err)
 	}
 	if info.Name != source {
-		return who, fmt.Errorf("-E is region %s, but %s moves from region %s: act on it with an operator or admin token of %s", info.Name, id, source, source)
+		return fmt.Errorf("-E is region %s, but %s moves from region %s: act on it with an operator or admin token of %s", info.Name, id, source, source)
 	}
-	return who, nil
+	return nil
 }
 
 // newMigrateGrantCommand prints a grant for a Temporal CLI start (README).

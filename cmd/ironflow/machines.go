@@ -146,12 +146,6 @@ func (o migrateOptions) run(cmd *cobra.Command, args []string) error {
 	if in.SourceRegion == in.TargetRegion {
 		return fmt.Errorf("machine %s is already on region %s", key, in.TargetRegion)
 	}
-	grant, err := grantFor(cmd, in.SourceRegion, api.GrantRequest{Kind: api.GrantMachine, Key: in.Machine, TargetRegion: in.TargetRegion})
-	if err != nil {
-		return err
-	}
-	in.Grant = grant.Token
-
 	tc, err := dialTemporal(cmd, cliLogger(cmd))
 	if err != nil {
 		return err
@@ -163,6 +157,11 @@ func (o migrateOptions) run(cmd *cobra.Command, args []string) error {
 			return err
 		}
 	}
+	grant, err := grantFor(cmd, in.SourceRegion, api.GrantRequest{Kind: api.GrantMachine, Key: in.Machine, TargetRegion: in.TargetRegion})
+	if err != nil {
+		return err
+	}
+	in.Grant = grant.Token
 	run, err := startMigration(cmd.Context(), tc, key, in.Machine, in)
 	if err != nil {
 		return err

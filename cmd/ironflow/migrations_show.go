@@ -213,6 +213,9 @@ func newMigrationsCancelCommand() *cobra.Command {
 				return err
 			}
 			defer tc.Close()
+			if _, err := requireOperator(cmd.Context(), cmd); err != nil {
+				return err
+			}
 			desc, err := tc.DescribeWorkflowExecution(cmd.Context(), id, "")
 			if err != nil {
 				return notFoundAsMigration(id, err)
@@ -221,7 +224,7 @@ func newMigrationsCancelCommand() *cobra.Command {
 				return fmt.Errorf("migration %s already finished (%s at %s): there is nothing to cancel; see ironflow migrations show %s",
 					id, nameOfStatus(info.GetStatus()), cellTime(info.GetCloseTime().AsTime()), id)
 			}
-			if _, err := requireSourceOperator(cmd.Context(), cmd, tc, id); err != nil {
+			if err := requireSourceRegion(cmd.Context(), cmd, id, desc); err != nil {
 				return err
 			}
 			if err := tc.CancelWorkflow(cmd.Context(), id, ""); err != nil {

@@ -166,6 +166,15 @@ func TestMigrationLifecycle(t *testing.T) {
 		t.Errorf("list of completed migrations: exit %d, %q %s", code, out, stderr)
 	}
 
+	// The phase is set when the copy is scheduled; cancel once the copy runs (held), so the
+	// undo has a step to undo. (A cancel before a worker starts the copy cancels it unstarted,
+	// and the workflow undoes it all the same, which finds nothing.)
+	eventually(t, func() string {
+		if got := s.fake.called(s.workflowID); !slices.Contains(got, "ExportImport") {
+			return "the copy has not started: " + strings.Join(got, " ")
+		}
+		return ""
+	})
 	code, out, stderr = ironflow(t, "", "migrations", "cancel", s.workflowID)
 	if code != 0 || !strings.Contains(out, "Cancel requested for migration "+s.workflowID) {
 		t.Fatalf("cancel: exit %d: %q %s", code, out, stderr)

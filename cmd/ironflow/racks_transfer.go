@@ -76,11 +76,6 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 		return fmt.Errorf("rack %s on region %s: %w", key, info.Name, err)
 	}
 	in := workflows.TransferRackInput{SourceRegion: info.Name, TargetRegion: o.to, Rack: rack.Uuid, Window: o.window, WaitForRunningJob: o.waitForJob}
-	grant, err := grantFor(cmd, info.Name, api.GrantRequest{Kind: api.GrantRack, Key: rack.Uuid, TargetRegion: o.to})
-	if err != nil {
-		return err
-	}
-	in.Grant = grant.Token
 	tc, err := dialTemporal(cmd, cliLogger(cmd))
 	if err != nil {
 		return err
@@ -89,6 +84,11 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 	if err := checkRegions(cmd.Context(), tc, regionArg{"source: -E", in.SourceRegion}, regionArg{"--to", in.TargetRegion}); err != nil {
 		return err
 	}
+	grant, err := grantFor(cmd, info.Name, api.GrantRequest{Kind: api.GrantRack, Key: rack.Uuid, TargetRegion: o.to})
+	if err != nil {
+		return err
+	}
+	in.Grant = grant.Token
 	run, err := startTransfer(cmd.Context(), tc, rack.Name, in)
 	if err != nil {
 		return err

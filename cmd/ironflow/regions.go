@@ -27,7 +27,9 @@ type regionArg struct {
 
 // checkRegions refuses region names the workers do not know, before anything is started:
 // a migration to an unknown region would only fail once a worker runs it, and a schedule
-// only at its first run. The names come from the workers themselves (workflows.ListRegions),
+// only at its first run. Commands check the names before they ask the source for a grant:
+// a misspelt region is the first thing to fix, and no grant is issued for a move that
+// cannot start. The names come from the workers themselves (workflows.ListRegions),
 // as only they hold the regions file.
 func checkRegions(ctx context.Context, tc client.Client, args ...regionArg) error {
 	known, err := knownRegions(ctx, tc)

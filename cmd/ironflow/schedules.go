@@ -139,15 +139,15 @@ The regions are checked with the workers before anything starts.`,
 			if err := checkName(name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
-			if in.Grant, err = bulkGrant(cmd, in, 0); err != nil {
-				return err
-			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
 				return err
 			}
 			defer tc.Close()
 			if err := o.checkRegions(cmd.Context(), tc); err != nil {
+				return err
+			}
+			if in.Grant, err = bulkGrant(cmd, in, 0); err != nil {
 				return err
 			}
 			opts := workflows.BulkMigrateStartOptions(name)
@@ -285,17 +285,17 @@ prefixed with CRON_TZ=Zone; or one of @hourly, @daily, @weekly, @monthly, @every
 			if err != nil {
 				return err
 			}
-			// A schedule starts runs long after this command: its grant lives as long as
-			// grants may, and schedule delete revokes it.
-			if in.Grant, err = bulkGrant(cmd, in, api.MaxGrantTTL); err != nil {
-				return err
-			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
 			if err != nil {
 				return err
 			}
 			defer tc.Close()
 			if err := o.checkRegions(cmd.Context(), tc); err != nil {
+				return err
+			}
+			// A schedule starts runs long after this command: its grant lives as long as
+			// grants may, and schedule delete revokes it.
+			if in.Grant, err = bulkGrant(cmd, in, api.MaxGrantTTL); err != nil {
 				return err
 			}
 			id := workflows.BulkMigrateID(name)

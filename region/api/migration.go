@@ -70,6 +70,14 @@ type FinalizeRequest struct {
 	RedirectEndpoint string `json:"RedirectEndpoint"`
 }
 
+// RedirectCopyRequest turns an inactive imported copy into a stub redirecting to the source.
+type RedirectCopyRequest struct {
+	RedirectEndpoint string `json:"RedirectEndpoint"`
+	// Migration is the workflow ID undoing its import: the import's migration holds the copy
+	// (as against DELETE without ?migration=), and only it may undo the copy.
+	Migration string `json:"Migration,omitempty"`
+}
+
 // Redirect is the body of a 307 answer for a migrated machine.
 type Redirect struct {
 	Endpoint string `json:"Endpoint"`

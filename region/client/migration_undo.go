@@ -10,6 +10,6 @@ import (
 // RedirectCopy turns the inactive imported copy at key on this (destination) region into a
 // locked stub redirecting to req.RedirectEndpoint, the source (compensation of an import
 // after the source may have redirected the machine's agent here).
-func (c *Client) RedirectCopy(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
+func (c *Client) RedirectCopy(ctx context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
 	return callKey[api.Machine](ctx, c, http.MethodPost, req, api.KindMachines, key, "redirect-copy")
 }

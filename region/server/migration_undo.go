@@ -9,18 +9,18 @@ import (
 )
 
 // migrationUndoRoutes registers the undo of an import whose agent may have moved
-// (store.RedirectCopy): POST .../machines/{key}/redirect-copy with a FinalizeRequest.
+// (store.RedirectCopy): POST .../machines/{key}/redirect-copy with a RedirectCopyRequest.
 func (s *Server) migrationUndoRoutes() {
 	item := api.PathPrefix + "/" + api.KindMachines + "/{key}"
 	s.handle(route{pattern: "POST " + item + "/redirect-copy", resource: api.KindMachines, write: true, h: s.redirectCopy})
 }
 
 func (s *Server) redirectCopy(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req api.FinalizeRequest
+	var req api.RedirectCopyRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		return err
 	}
 	return s.machineAction(func(ctx context.Context, by store.Principal, key string) (api.Machine, error) {
-		return s.st.RedirectCopy(ctx, by, key, req.RedirectEndpoint)
+		return s.st.RedirectCopy(store.ForMigration(ctx, req.Migration), by, key, req.RedirectEndpoint)
 	})(w, r, c)
 }

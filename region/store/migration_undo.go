@@ -12,9 +12,10 @@ import (
 // redirect here: the inactive imported copy at key becomes a locked stub redirecting to
 // endpoint (the source, live again), so the agent's calls here are answered with a redirect
 // back instead of "unknown machine". Its jobs are archived with Meta.redirect-endpoint, as a
-// finalized source's are; the source holds the live ones. A later import of the machine
-// replaces the stub. Redirecting again to the same endpoint changes nothing; an active
-// machine, one held by a migration, or one that was never imported is ErrConflict.
+// finalized source's are; the source holds the live ones. A later import of the machine,
+// with a new ticket (the undone import's tickets are closed), replaces the stub. Redirecting
+// again to the same endpoint changes nothing; an active machine, one that was never imported,
+// or one held by a migration ctx does not act for (ForMigration) is ErrConflict.
 func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint string) (api.Machine, error) {
 	if err := validURL("redirect copy", "RedirectEndpoint", endpoint); err != nil {
 		return api.Machine{}, err
@@ -29,7 +30,14 @@ func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint st
 		case m.Runnable:
 			return nil, conflictf("machine %s (%s) is active on this region; only an inactive imported copy can redirect", m.Name, m.Uuid)
 		case m.Meta[api.MetaMigrating] != "":
-			return nil, conflictf("machine %s (%s) is held by migration %s", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
+			return nil, conflictf("machine %s (%s) is quiesced by migration %s; only an imported copy can redirect", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
+		}
+		held, err := holder(ctx, tx, m)
+		if err != nil {
+			return nil, err
+		}
+		if held != "" && held != actingFor(ctx) {
+			return nil, conflictf("machine %s (%s) is held by migration %s; only that migration may undo its copy", m.Name, m.Uuid, held)
 		}
 		var imported bool
 		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tickets WHERE machine = $1::uuid)", m.Uuid).Scan(&imported); err != nil {
@@ -47,6 +55,10 @@ func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint st
 			return nil, err
 		}
 		if err := redirectJobs(ctx, tx, by, js, endpoint, archiveAll); err != nil {
+			return nil, err
+		}
+		// The import is undone, as when its copy is deleted: its ticket imports nothing again.
+		if err := closeTickets(ctx, tx, m.Uuid); err != nil {
 			return nil, err
 		}
 		return stored, recordEvent(ctx, tx, by, "redirect-copy", api.KindMachines, m.Uuid, map[string]any{"RedirectEndpoint": endpoint})

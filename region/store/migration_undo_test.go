@@ -10,8 +10,9 @@ import (
 )
 
 // The undo of an import whose agent may have moved: the inactive copy becomes a locked stub
-// redirecting to the source, with its jobs archived; a later import replaces it. An active
-// machine, or one never imported, is refused and left as it was.
+// redirecting to the source, with its jobs archived; a later import replaces it. Only the
+// migration that holds the copy may undo it. An active machine, or one never imported, is
+// refused and left as it was.
 func TestRedirectCopy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -25,10 +26,18 @@ func TestRedirectCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := seedDestination(t)
-	if _, err := dst.s.Import(ctx, ticketUse("undo"), bundle, drp2); err != nil {
+	use := ticketUse("undo")
+	use.Migration = migration
+	if _, err := dst.s.Import(ctx, use, bundle, drp2); err != nil {
 		t.Fatal(err)
 	}
 	const source = "https://drp1:8092"
+	_, err = dst.s.RedirectCopy(ctx, alice, id, source)
+	wantErr(t, err, store.ErrConflict, "is held by migration "+migration)
+	if m := dst.machine(id); m.Locked || m.Meta[api.MetaRedirectEndpoint] != "" {
+		t.Fatalf("a refused RedirectCopy changed the copy: %+v", m)
+	}
+	ctx = store.ForMigration(ctx, migration)
 	if _, err := dst.s.RedirectCopy(ctx, alice, id, "not a url"); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("bad endpoint: %v", err)
 	}
@@ -50,6 +59,9 @@ func TestRedirectCopy(t *testing.T) {
 	if _, err := dst.s.RedirectCopy(ctx, alice, id, "https://elsewhere:8092"); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("redirect elsewhere: %v, want a conflict", err)
 	}
+	// The undone import is over, as when its copy is deleted: its ticket imports nothing again.
+	_, err = dst.s.Import(ctx, use, bundle, drp2)
+	wantErr(t, err, store.ErrConflict, "a ticket imports once")
 	if m, err := dst.s.Import(ctx, ticketUse("undo-2"), bundle, drp2); err != nil || m.Locked || m.Meta[api.MetaRedirectEndpoint] != "" {
 		t.Fatalf("import over the redirecting stub: %+v, %v", m, err)
 	}
