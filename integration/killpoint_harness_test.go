@@ -87,9 +87,13 @@ func at(region, method string, path ...string) call {
 // SkipMachineDestroy false (so every step runs).
 var machinePoints = []killPoint{
 	{name: "validate", inTransfer: true, src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine)} }},
-	{name: "mint-ticket", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "migrate-tickets")} }},
 	{name: "quiesce", inTransfer: true, src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodPost, "machines", r.machine, "quiesce")} }},
 	{name: "copy-export", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine, "export")} }},
+	// The copy step mints its import ticket itself, after the export, so the ticket never
+	// enters history: the mint is a point inside the step.
+	{name: "copy-mint", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call {
+		return []call{at(r.src, http.MethodGet, "machines", r.machine, "export"), at(r.dst, http.MethodPost, "migrate-tickets")}
+	}},
 	{name: "copy-import", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call {
 		c := at(r.dst, http.MethodPost, "machines", "import")
 		c.bodyHas = r.machine
@@ -274,15 +278,34 @@ func moveInput(src, dst, machine string) workflows.MigrateMachineInput {
 	return workflows.MigrateMachineInput{SourceRegion: src, TargetRegion: dst, Machine: machine, SkipMachineDestroy: &destroy, AgentCheckInTimeout: 90 * time.Second}
 }
 
-// startMove starts every workflow of the harness (MigrateMachine, BulkMigrate, TransferRack),
-// so what a start needs besides its input (an authorization grant) is added in one place.
+// startMove starts every workflow of the harness (MigrateMachine, BulkMigrate, TransferRack)
+// the way an operator does: with a grant the source region issues to the stack's admin for
+// this move, and under the canonical workflow ID.
 func startMove(ctx context.Context, s *dev.Stack, in any) (client.WorkflowRun, error) {
+	issue := func(source string, req api.GrantRequest) (string, error) {
+		g, err := regionClient(s, source).IssueGrant(ctx, req)
+		if err != nil {
+			return "", fmt.Errorf("grant from %s for %+v: %w", source, req, err)
+		}
+		return g.Token, nil
+	}
+	var err error
 	switch in := in.(type) {
 	case workflows.MigrateMachineInput:
+		if in.Grant, err = issue(in.SourceRegion, api.GrantRequest{Kind: api.GrantMachine, Key: in.Machine, TargetRegion: in.TargetRegion}); err != nil {
+			return nil, err
+		}
 		return s.Client.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(in.Machine), workflows.MigrateMachine, in)
 	case workflows.BulkMigrateInput:
+		sel := api.GrantSelector{Pool: in.Selector.Pool, Rack: in.Selector.Rack, Names: in.Selector.Names}
+		if in.Grant, err = issue(in.SourceRegion, api.GrantRequest{Kind: api.GrantBulk, Selector: sel, TargetRegion: in.TargetRegion}); err != nil {
+			return nil, err
+		}
 		return s.Client.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("killpoint-"+strings.Join(in.Selector.Names, "-")), workflows.BulkMigrate, in)
 	case workflows.TransferRackInput:
+		if in.Grant, err = issue(in.SourceRegion, api.GrantRequest{Kind: api.GrantRack, Key: in.Rack, TargetRegion: in.TargetRegion}); err != nil {
+			return nil, err
+		}
 		return s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.TransferRackID(in.Rack), TaskQueue: workflows.TaskQueue}, workflows.TransferRack, in)
 	}
 	return nil, fmt.Errorf("no workflow for input %T", in)
@@ -790,11 +813,14 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 			}
 		}
 	}
-	owner := e.rackOwner(ctx, &rep, ids.rack)
 	terminated := kr.fault == faultTerminateParent || kr.fault == faultTerminateTransfer
 	if terminated {
 		rep.faultNote += " (a terminated transfer runs none of its own undos: unpause, undo of the copy)"
 	}
+	// Terminating the transfer itself is the operator's "stop without cleanup": it cannot run
+	// its own undos, so the rack may be left paused on its owner (its children are cancelled
+	// and compensate, which the machine checks above hold). The operator then unpauses it.
+	owner := e.rackOwner(ctx, &rep, ids.rack, kr.fault == faultTerminateParent)
 	switch want := movedPerOutcome(rep.outcome, ids); {
 	case want == "" && !terminated:
 		rep.violate("outcome %q says neither moved nor undone", rep.outcome)
@@ -865,8 +891,9 @@ func (e *killEnv) childOutcomes(ctx context.Context, rep *runReport, transfer cl
 
 // rackOwner is the one region where the rack is registered, online within 30 s (its
 // controller heartbeats there) and not paused; the rack registered on both regions, or on
-// none, or paused, is a violation.
-func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string) string {
+// none, or paused, is a violation. With pausedOK, a rack paused on its one region is that
+// region's, and the harness unpauses it as the operator would.
+func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string, pausedOK bool) string {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		statuses := map[string]string{}
@@ -877,8 +904,17 @@ func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string) st
 		}
 		if len(statuses) == 1 {
 			for name, status := range statuses {
-				if status == api.RackOnline {
+				switch {
+				case status == api.RackOnline:
 					return name
+				case status == api.RackPaused && pausedOK:
+					rep.faultNote += "; the rack was left paused on " + name + ", the harness unpaused it"
+					if _, err := e.region(name).UnpauseRack(ctx, rack); err != nil {
+						rep.violate("unpause rack %s on %s: %v", rack, name, err)
+						return ""
+					}
+					pausedOK = false
+					continue
 				}
 			}
 		}
