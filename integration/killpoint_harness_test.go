@@ -596,6 +596,7 @@ func (e *killEnv) runMachine(t *testing.T, kr killRun, n int) runReport {
 	if kr.fault == faultTerminateParent {
 		first.closedWithin(time.Minute)
 	}
+	tr.settled(time.Minute)
 
 	e.checkMachine(ctx, &rep, kr, ids, cfgPath, jobsBefore)
 	return rep
@@ -791,6 +792,7 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	e.applyFault(ctx, &rep, tr, kr.fault, ids, held, run)
 	e.finish(&rep, move)
 	children := e.childOutcomes(ctx, &rep, run, machines)
+	tr.settled(time.Minute)
 
 	if deleteAccepted(rep.faultNote) && deletedRecord(kr) == recordLive {
 		// The operator deleted the machine where it was live; the other region may keep its stub.
