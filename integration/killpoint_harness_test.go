@@ -55,10 +55,11 @@ type moveIDs struct {
 type record int
 
 const (
-	recordNone record = iota // nothing: a delete finds nothing
-	recordLive               // the machine, not held: a delete is the operator's to make
-	recordHeld               // held by the move (quiesced source, the stub a rollback restores, the copy): a delete must be refused
-	recordStub               // the stub the move is about to delete: a delete changes nothing that matters
+	recordNone  record = iota // nothing: a delete finds nothing
+	recordLive                // the machine, not held: a delete is the operator's to make
+	recordHeld                // held by the move (quiesced source, the stub a rollback restores, the copy): a delete must be refused
+	recordStub                // the stub the move is about to delete: a delete changes nothing that matters
+	recordMoved               // the machine, active on the target after the commit point: a delete is the operator's, and the move still completes
 )
 
 // killPoint is a step boundary: the requests up to the held one, which is the first call of
@@ -106,7 +107,7 @@ var machinePoints = []killPoint{
 		return []call{at(r.src, http.MethodPost, "machines", r.machine, "finalize-migration"), at(r.dst, http.MethodGet, "machines", r.machine)}
 	}},
 	{name: "activate", inTransfer: true, src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "machines", r.machine, "activate")} }},
-	{name: "delete-stub", src: recordStub, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodDelete, "machines", r.machine)} }},
+	{name: "delete-stub", src: recordStub, dst: recordMoved, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodDelete, "machines", r.machine)} }},
 }
 
 // rackPoints are TransferRack's copy, repoint and hand-over boundaries. The repoint is the
@@ -637,6 +638,9 @@ func (e *killEnv) checkMachine(ctx context.Context, rep *runReport, kr killRun, 
 			rep.violate("the delete of a record the migration held was accepted")
 		case recordLive:
 			deletedByOperator = true
+		case recordMoved:
+			e.checkDeletedAfterCommit(ctx, rep, ids.machine)
+			return
 		}
 	}
 	l := e.machineLiveness(ctx, rep, ids.machine)
@@ -665,6 +669,17 @@ func (e *killEnv) checkMachine(ctx context.Context, rep *runReport, kr killRun, 
 	e.checkJobs(ctx, rep, home, ids.machine, jobsBefore)
 	e.checkAgent(ctx, rep, home, ids.machine, cfgPath, l)
 	e.checkLaterMove(ctx, rep, home, ids.machine)
+}
+
+// checkDeletedAfterCommit: the operator deleted the machine where the move had activated it;
+// the move completes and leaves nothing behind (no stub redirecting to a machine that is gone).
+func (e *killEnv) checkDeletedAfterCommit(ctx context.Context, rep *runReport, machine string) {
+	if rep.outcome != "completed" {
+		rep.violate("the move of a machine deleted after its commit point ended %q, want completed", rep.outcome)
+	}
+	if l := e.machineLiveness(ctx, rep, machine); len(l.records) > 0 {
+		rep.violate("the machine deleted on the target after the commit point left records: %s", describeRecords(l.records))
+	}
 }
 
 func describeRecords(records map[string]api.Machine) string {
@@ -819,10 +834,12 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	if terminated {
 		rep.faultNote += " (a terminated transfer runs none of its own undos: unpause, undo of the copy)"
 	}
-	// Terminating the transfer itself is the operator's "stop without cleanup": it cannot run
-	// its own undos, so the rack may be left paused on its owner (its children are cancelled
-	// and compensate, which the machine checks above hold). The operator then unpauses it.
-	owner := e.rackOwner(ctx, &rep, ids.rack, kr.fault == faultTerminateParent)
+	// Terminating the transfer itself (terminate-parent at a rack point, terminate-transfer at
+	// a point of a child) is the operator's "stop without cleanup": it cannot run its own undos,
+	// so the rack may be left paused on its owner (its children are cancelled and compensate,
+	// which the machine checks above hold). The operator then unpauses it. A copy of the rack
+	// left on the other region is still a violation.
+	owner := e.rackOwner(ctx, &rep, ids.rack, terminated)
 	switch want := movedPerOutcome(rep.outcome, ids); {
 	case want == "" && !terminated:
 		rep.violate("outcome %q says neither moved nor undone", rep.outcome)

@@ -18,8 +18,8 @@ import (
 // region, where the workflow's outcome says; the agent reaching it; no job or log lost; a
 // later move accepted and completed. Moves start with a grant from the source region, like
 // an operator's; a delete refused with 409 while the move holds the machine is the expected
-// answer. One relaxation: a TransferRack terminated itself (terminate-parent at a rack point)
-// is the operator's "stop without cleanup" and runs none of its own undos, so the rack may be
+// answer. One relaxation: a TransferRack terminated itself (terminate-parent at a rack point,
+// terminate-transfer) is the operator's "stop without cleanup" and runs none of its own undos, so the rack may be
 // left paused on its owner (the harness then unpauses it); its children's machines are held to
 // every invariant.
 //
