@@ -227,9 +227,14 @@ func (a *Activities) Quiesce(ctx context.Context, ref MachineRef) error {
 }
 
 // Unquiesce undoes Quiesce; it does nothing when this migration does not hold the machine.
-// A machine gone from the region is ErrTypeMachineNotFound: there is nothing left to undo there.
+// Nor when the machine is gone: a region refuses to delete a machine a migration holds, so an
+// operator deleted it before the quiesce held it, and there is nothing to undo (it is the
+// first undo pushed, so the last to run: stopping would only misreport the move).
 func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
-	r, m, err := a.sourceMachine(ctx, ref)
+	r, m, err := a.machine(ctx, ref)
+	if isNotFound(err) {
+		return nil
+	}
 	if err != nil || m.Meta[api.MetaMigrating] != ref.Migration {
 		return err
 	}

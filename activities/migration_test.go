@@ -163,6 +163,17 @@ func TestQuiesceRefusesOtherMigration(t *testing.T) {
 	}
 }
 
+// An operator may delete the machine before the quiesce holds it (the kill-point harness,
+// quiesce/delete-on-source): the undo of the quiesce then has nothing to undo, and must not
+// report the move's compensation as failed.
+func TestUnquiesceOfDeletedMachineUndoesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.east.Delete(uuid)
+	if err := f.exec(a.Unquiesce, ref("east")); err != nil {
+		t.Errorf("unquiesce of a machine deleted before it was held: %v", err)
+	}
+}
+
 func TestWaitForAgentCheckIn(t *testing.T) {
 	const previous = "2026-11-30T06:00:00Z"
 	tests := []struct {

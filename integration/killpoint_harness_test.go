@@ -55,10 +55,11 @@ type moveIDs struct {
 type record int
 
 const (
-	recordNone record = iota // nothing: a delete finds nothing
-	recordLive               // the machine, not held: a delete is the operator's to make
-	recordHeld               // held by the move (quiesced source, the stub a rollback restores, the copy): a delete must be refused
-	recordStub               // the stub the move is about to delete: a delete changes nothing that matters
+	recordNone  record = iota // nothing: a delete finds nothing
+	recordLive                // the machine, not held: a delete is the operator's to make
+	recordHeld                // held by the move (quiesced source, the stub a rollback restores, the copy): a delete must be refused
+	recordStub                // the stub the move is about to delete: a delete changes nothing that matters
+	recordMoved               // the machine, active on the target after the commit point: a delete is the operator's, and the move still completes
 )
 
 // killPoint is a step boundary: the requests up to the held one, which is the first call of
@@ -87,9 +88,13 @@ func at(region, method string, path ...string) call {
 // SkipMachineDestroy false (so every step runs).
 var machinePoints = []killPoint{
 	{name: "validate", inTransfer: true, src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine)} }},
-	{name: "mint-ticket", src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "migrate-tickets")} }},
 	{name: "quiesce", inTransfer: true, src: recordLive, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodPost, "machines", r.machine, "quiesce")} }},
 	{name: "copy-export", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodGet, "machines", r.machine, "export")} }},
+	// The copy step mints its import ticket itself, after the export, so the ticket never
+	// enters history: the mint is a point inside the step.
+	{name: "copy-mint", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call {
+		return []call{at(r.src, http.MethodGet, "machines", r.machine, "export"), at(r.dst, http.MethodPost, "migrate-tickets")}
+	}},
 	{name: "copy-import", inTransfer: true, src: recordHeld, calls: func(r moveIDs) []call {
 		c := at(r.dst, http.MethodPost, "machines", "import")
 		c.bodyHas = r.machine
@@ -102,7 +107,7 @@ var machinePoints = []killPoint{
 		return []call{at(r.src, http.MethodPost, "machines", r.machine, "finalize-migration"), at(r.dst, http.MethodGet, "machines", r.machine)}
 	}},
 	{name: "activate", inTransfer: true, src: recordHeld, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.dst, http.MethodPost, "machines", r.machine, "activate")} }},
-	{name: "delete-stub", src: recordStub, dst: recordHeld, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodDelete, "machines", r.machine)} }},
+	{name: "delete-stub", src: recordStub, dst: recordMoved, calls: func(r moveIDs) []call { return []call{at(r.src, http.MethodDelete, "machines", r.machine)} }},
 }
 
 // rackPoints are TransferRack's copy, repoint and hand-over boundaries. The repoint is the
@@ -274,15 +279,34 @@ func moveInput(src, dst, machine string) workflows.MigrateMachineInput {
 	return workflows.MigrateMachineInput{SourceRegion: src, TargetRegion: dst, Machine: machine, SkipMachineDestroy: &destroy, AgentCheckInTimeout: 90 * time.Second}
 }
 
-// startMove starts every workflow of the harness (MigrateMachine, BulkMigrate, TransferRack),
-// so what a start needs besides its input (an authorization grant) is added in one place.
+// startMove starts every workflow of the harness (MigrateMachine, BulkMigrate, TransferRack)
+// the way an operator does: with a grant the source region issues to the stack's admin for
+// this move, and under the canonical workflow ID.
 func startMove(ctx context.Context, s *dev.Stack, in any) (client.WorkflowRun, error) {
+	issue := func(source string, req api.GrantRequest) (string, error) {
+		g, err := regionClient(s, source).IssueGrant(ctx, req)
+		if err != nil {
+			return "", fmt.Errorf("grant from %s for %+v: %w", source, req, err)
+		}
+		return g.Token, nil
+	}
+	var err error
 	switch in := in.(type) {
 	case workflows.MigrateMachineInput:
+		if in.Grant, err = issue(in.SourceRegion, api.GrantRequest{Kind: api.GrantMachine, Key: in.Machine, TargetRegion: in.TargetRegion}); err != nil {
+			return nil, err
+		}
 		return s.Client.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(in.Machine), workflows.MigrateMachine, in)
 	case workflows.BulkMigrateInput:
+		sel := api.GrantSelector{Pool: in.Selector.Pool, Rack: in.Selector.Rack, Names: in.Selector.Names}
+		if in.Grant, err = issue(in.SourceRegion, api.GrantRequest{Kind: api.GrantBulk, Selector: sel, TargetRegion: in.TargetRegion}); err != nil {
+			return nil, err
+		}
 		return s.Client.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("killpoint-"+strings.Join(in.Selector.Names, "-")), workflows.BulkMigrate, in)
 	case workflows.TransferRackInput:
+		if in.Grant, err = issue(in.SourceRegion, api.GrantRequest{Kind: api.GrantRack, Key: in.Rack, TargetRegion: in.TargetRegion}); err != nil {
+			return nil, err
+		}
 		return s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.TransferRackID(in.Rack), TaskQueue: workflows.TaskQueue}, workflows.TransferRack, in)
 	}
 	return nil, fmt.Errorf("no workflow for input %T", in)
@@ -573,6 +597,7 @@ func (e *killEnv) runMachine(t *testing.T, kr killRun, n int) runReport {
 	if kr.fault == faultTerminateParent {
 		first.closedWithin(time.Minute)
 	}
+	tr.settled(time.Minute)
 
 	e.checkMachine(ctx, &rep, kr, ids, cfgPath, jobsBefore)
 	return rep
@@ -613,6 +638,9 @@ func (e *killEnv) checkMachine(ctx context.Context, rep *runReport, kr killRun, 
 			rep.violate("the delete of a record the migration held was accepted")
 		case recordLive:
 			deletedByOperator = true
+		case recordMoved:
+			e.checkDeletedAfterCommit(ctx, rep, ids.machine)
+			return
 		}
 	}
 	l := e.machineLiveness(ctx, rep, ids.machine)
@@ -641,6 +669,17 @@ func (e *killEnv) checkMachine(ctx context.Context, rep *runReport, kr killRun, 
 	e.checkJobs(ctx, rep, home, ids.machine, jobsBefore)
 	e.checkAgent(ctx, rep, home, ids.machine, cfgPath, l)
 	e.checkLaterMove(ctx, rep, home, ids.machine)
+}
+
+// checkDeletedAfterCommit: the operator deleted the machine where the move had activated it;
+// the move completes and leaves nothing behind (no stub redirecting to a machine that is gone).
+func (e *killEnv) checkDeletedAfterCommit(ctx context.Context, rep *runReport, machine string) {
+	if rep.outcome != "completed" {
+		rep.violate("the move of a machine deleted after its commit point ended %q, want completed", rep.outcome)
+	}
+	if l := e.machineLiveness(ctx, rep, machine); len(l.records) > 0 {
+		rep.violate("the machine deleted on the target after the commit point left records: %s", describeRecords(l.records))
+	}
 }
 
 func describeRecords(records map[string]api.Machine) string {
@@ -768,6 +807,7 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	e.applyFault(ctx, &rep, tr, kr.fault, ids, held, run)
 	e.finish(&rep, move)
 	children := e.childOutcomes(ctx, &rep, run, machines)
+	tr.settled(time.Minute)
 
 	if deleteAccepted(rep.faultNote) && deletedRecord(kr) == recordLive {
 		// The operator deleted the machine where it was live; the other region may keep its stub.
@@ -790,11 +830,16 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 			}
 		}
 	}
-	owner := e.rackOwner(ctx, &rep, ids.rack)
 	terminated := kr.fault == faultTerminateParent || kr.fault == faultTerminateTransfer
 	if terminated {
 		rep.faultNote += " (a terminated transfer runs none of its own undos: unpause, undo of the copy)"
 	}
+	// Terminating the transfer itself (terminate-parent at a rack point, terminate-transfer at
+	// a point of a child) is the operator's "stop without cleanup": it cannot run its own undos,
+	// so the rack may be left paused on its owner (its children are cancelled and compensate,
+	// which the machine checks above hold). The operator then unpauses it. A copy of the rack
+	// left on the other region is still a violation.
+	owner := e.rackOwner(ctx, &rep, ids.rack, terminated)
 	switch want := movedPerOutcome(rep.outcome, ids); {
 	case want == "" && !terminated:
 		rep.violate("outcome %q says neither moved nor undone", rep.outcome)
@@ -865,8 +910,9 @@ func (e *killEnv) childOutcomes(ctx context.Context, rep *runReport, transfer cl
 
 // rackOwner is the one region where the rack is registered, online within 30 s (its
 // controller heartbeats there) and not paused; the rack registered on both regions, or on
-// none, or paused, is a violation.
-func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string) string {
+// none, or paused, is a violation. With pausedOK, a rack paused on its one region is that
+// region's, and the harness unpauses it as the operator would.
+func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string, pausedOK bool) string {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		statuses := map[string]string{}
@@ -877,8 +923,17 @@ func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string) st
 		}
 		if len(statuses) == 1 {
 			for name, status := range statuses {
-				if status == api.RackOnline {
+				switch {
+				case status == api.RackOnline:
 					return name
+				case status == api.RackPaused && pausedOK:
+					rep.faultNote += "; the rack was left paused on " + name + ", the harness unpaused it"
+					if _, err := e.region(name).UnpauseRack(ctx, rack); err != nil {
+						rep.violate("unpause rack %s on %s: %v", rack, name, err)
+						return ""
+					}
+					pausedOK = false
+					continue
 				}
 			}
 		}

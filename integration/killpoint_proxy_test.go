@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -36,11 +37,25 @@ type trap struct {
 	held      chan struct{} // closed when a request is held
 	release   chan struct{} // closed to let it through
 	abandoned chan struct{} // closed when the held request's client gave up (worker killed, cancelled)
+	answered  chan struct{} // closed when the region answered the held request
 	once      sync.Once
 }
 
 func newTrap(calls ...call) *trap {
-	return &trap{calls: calls, held: make(chan struct{}), release: make(chan struct{}), abandoned: make(chan struct{})}
+	return &trap{calls: calls, held: make(chan struct{}), release: make(chan struct{}), abandoned: make(chan struct{}), answered: make(chan struct{})}
+}
+
+// settled waits up to d for the held request to be answered or abandoned, so the checks
+// after a run see what a request released late did to the region.
+func (t *trap) settled(d time.Duration) {
+	if !t.isHeld() {
+		return
+	}
+	select {
+	case <-t.answered:
+	case <-t.abandoned:
+	case <-time.After(d):
+	}
 }
 
 // observe records a request and reports whether it is the one to hold.
@@ -145,6 +160,7 @@ func (p *regionProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			close(t.abandoned)
 			return
 		}
+		defer close(t.answered)
 	}
 	p.rp.ServeHTTP(w, r)
 }

@@ -16,7 +16,12 @@ import (
 // operator's delete on either region, an outage of either region), lets the move end and
 // checks the invariants of issue 10 on both regions and on the agent: live on exactly one
 // region, where the workflow's outcome says; the agent reaching it; no job or log lost; a
-// later move accepted and completed.
+// later move accepted and completed. Moves start with a grant from the source region, like
+// an operator's; a delete refused with 409 while the move holds the machine is the expected
+// answer. One relaxation: a TransferRack terminated itself (terminate-parent at a rack point,
+// terminate-transfer) is the operator's "stop without cleanup" and runs none of its own undos, so the rack may be
+// left paused on its owner (the harness then unpauses it); its children's machines are held to
+// every invariant.
 //
 // By default it runs a seeded sample of IRONFLOW_KILLPOINT_SAMPLES (3) machine pairs and
 // logs the seed; IRONFLOW_KILLPOINT_SEED reproduces a sample. IRONFLOW_KILLPOINTS=all runs

@@ -334,7 +334,7 @@ func (m *migration) mintTicket(ctx workflow.Context) error {
 }
 
 func (m *migration) quiesce(ctx workflow.Context) error {
-	return m.call(ctx, regionCallOptions, acts.Quiesce, m.ref(m.in.SourceRegion), nil)
+	return m.call(ctx, m.opts.hold, acts.Quiesce, m.ref(m.in.SourceRegion), nil)
 }
 
 func (m *migration) unquiesce(ctx workflow.Context) error {

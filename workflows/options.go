@@ -85,18 +85,23 @@ func waitedForOnCancel(o workflow.ActivityOptions) workflow.ActivityOptions {
 }
 
 // stepOptions are the options of one run: those it was recorded with, or the promiseChange ones.
+// hold is the request that first holds the machine or rack (Quiesce, PauseRack): a cancel
+// waits for it, because a hold that lands after its undo ran would stay forever.
 type stepOptions struct {
-	copy, undo, finish, rackSwap, esxiUndo workflow.ActivityOptions
+	hold, copy, undo, finish, rackSwap, esxiUndo workflow.ActivityOptions
 }
 
 func optionsFor(promise bool) stepOptions {
 	if !promise {
-		return stepOptions{copy: copyOptions, undo: mustFinishOptions, finish: mustFinishOptions, rackSwap: rackCallOptions, esxiUndo: esxiCleanupOptions}
+		return stepOptions{hold: regionCallOptions, copy: copyOptions, undo: mustFinishOptions, finish: mustFinishOptions, rackSwap: rackCallOptions, esxiUndo: esxiCleanupOptions}
 	}
 	esxiUndo := esxiCleanupOptions
 	esxiUndo.ScheduleToCloseTimeout = 0
 	esxiUndo.RetryPolicy = undoOptions.RetryPolicy
+	hold := regionCallOptions
+	hold.WaitForCancellation = true // one request: no heartbeat, the cancel waits for its answer
 	return stepOptions{
+		hold:     hold,
 		copy:     waitedForOnCancel(copyOptions),
 		undo:     undoOptions,
 		finish:   finishOptions,

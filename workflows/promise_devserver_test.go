@@ -249,3 +249,69 @@ func historyHas(ctx context.Context, t *testing.T, c client.Client, run client.W
 	}
 	return false
 }
+
+// slowQuiesce is a region whose Quiesce waits for release (the hold in flight when the
+// migration is cancelled), lands anyway, and then closes landed.
+type slowQuiesce struct {
+	*regiontest.Region
+	started, release, landed chan struct{}
+}
+
+func (r *slowQuiesce) Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
+	close(r.started)
+	<-r.release
+	defer close(r.landed)
+	return r.Region.Quiesce(context.WithoutCancel(ctx), key, req)
+}
+
+// A cancel while the quiesce is in flight waits for its answer before undoing it: an
+// Unquiesce that runs first finds nothing to undo, and the quiesce landing after it leaves the
+// machine held by a migration that has ended (found by the kill-point harness, quiesce/cancel).
+func TestMigrateMachineCancelDuringQuiesceOnDevServer(t *testing.T) {
+	c := devServer(t)
+	journal := &regiontest.Journal{}
+	east := &slowQuiesce{Region: regiontest.New("east", "https://east.example:5240", journal), started: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	east.Put(birdy())
+	east.PutJobs(birdyJobs(api.JobFinished)...)
+	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
+		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
+	}, func(rc activities.RegionConfig) activities.Region {
+		if rc.URL == "https://west.example:5240" {
+			return west
+		}
+		return east
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: resolver})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-east.started
+	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
+		time.Sleep(20 * time.Millisecond) // polling the history for the request
+	}
+	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "Unquiesce") {
+		t.Error("the undo of the quiesce was scheduled while the quiesce still ran")
+	}
+	close(east.release)
+	if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
+		t.Fatalf("workflow error %v, want a cancelled migration", err)
+	}
+	<-east.landed
+	if m, _ := east.Machine(birdyUUID); !m.Runnable || m.Meta[api.MetaMigrating] != "" {
+		t.Errorf("source left held after the cancelled migration: Runnable=%v Meta=%v", m.Runnable, m.Meta)
+	}
+}

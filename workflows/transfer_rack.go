@@ -225,7 +225,7 @@ func (t *rackTransfer) validate(ctx workflow.Context) error {
 }
 
 func (t *rackTransfer) pause(ctx workflow.Context) error {
-	return call(ctx, regionCallOptions, acts.PauseRack, t.source(), nil)
+	return call(ctx, t.opts.hold, acts.PauseRack, t.source(), nil)
 }
 
 func (t *rackTransfer) unpause(ctx workflow.Context) error {
