@@ -26,11 +26,7 @@ func newMigrationsCompensationCommand() *cobra.Command {
 			if err := (workflows.CompensationRequest{Action: args[1], Reason: reason, By: "-"}).Check(); err != nil {
 				return err
 			}
-			id, err := runID(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			id, tc, err := dialRun(cmd, args[0])
 			if err != nil {
 				return err
 			}

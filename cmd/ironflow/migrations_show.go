@@ -37,11 +37,7 @@ func newMigrationsShowCommand() *cobra.Command {
 			if err := requireToken(cmd); err != nil {
 				return err
 			}
-			id, err := runID(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			id, tc, err := dialRun(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -76,6 +72,16 @@ func newMigrationsShowCommand() *cobra.Command {
 			return render(cmd, d, []migrationDetail{d}, migrationDetailColumns)
 		},
 	}
+}
+
+// dialRun resolves the ID argument of show, cancel and compensation (runID) and dials Temporal.
+func dialRun(cmd *cobra.Command, arg string) (string, client.Client, error) {
+	id, err := runID(cmd, arg)
+	if err != nil {
+		return "", nil, err
+	}
+	tc, err := dialTemporal(cmd, cliLogger(cmd))
+	return id, tc, err
 }
 
 // runID turns the ID argument of show and cancel into a workflow ID: workflow IDs (they
@@ -204,11 +210,7 @@ func newMigrationsCancelCommand() *cobra.Command {
   ironflow migrations cancel bulk-migrate/nightly`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := runID(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			tc, err := dialTemporal(cmd, cliLogger(cmd))
+			id, tc, err := dialRun(cmd, args[0])
 			if err != nil {
 				return err
 			}
