@@ -184,28 +184,7 @@ func TestMigrateMachineCancelDuringCopyOnDevServer(t *testing.T) {
 	west := &slowImport{Region: regiontest.New("west", "https://west.example:5240", journal), started: make(chan struct{}), release: make(chan struct{})}
 	east.Put(birdy())
 	east.PutJobs(birdyJobs(api.JobFinished)...)
-	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
-		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
-	}, func(rc activities.RegionConfig) activities.Region {
-		if rc.URL == "https://west.example:5240" {
-			return west
-		}
-		return east
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: resolver})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, run := startEastWestMigration(t, c, east, west)
 	<-west.started
 	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
 		t.Fatal(err)
@@ -274,28 +253,7 @@ func TestMigrateMachineCancelDuringQuiesceOnDevServer(t *testing.T) {
 	west := regiontest.New("west", "https://west.example:5240", journal)
 	east.Put(birdy())
 	east.PutJobs(birdyJobs(api.JobFinished)...)
-	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
-		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
-	}, func(rc activities.RegionConfig) activities.Region {
-		if rc.URL == "https://west.example:5240" {
-			return west
-		}
-		return east
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: resolver})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, run := startEastWestMigration(t, c, east, west)
 	<-east.started
 	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
 		t.Fatal(err)
@@ -314,4 +272,33 @@ func TestMigrateMachineCancelDuringQuiesceOnDevServer(t *testing.T) {
 	if m, _ := east.Machine(birdyUUID); !m.Runnable || m.Meta[api.MetaMigrating] != "" {
 		t.Errorf("source left held after the cancelled migration: Runnable=%v Meta=%v", m.Runnable, m.Meta)
 	}
+}
+
+// startEastWestMigration runs a migration worker whose regions east and west are the given
+// fakes and starts MigrateMachine of birdy from east to west; the worker stops with the test.
+func startEastWestMigration(t *testing.T, c client.Client, east, west activities.Region) (context.Context, client.WorkflowRun) {
+	t.Helper()
+	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
+		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
+	}, func(rc activities.RegionConfig) activities.Region {
+		if rc.URL == "https://west.example:5240" {
+			return west
+		}
+		return east
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: resolver})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, run
 }
