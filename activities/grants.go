@@ -23,6 +23,11 @@ const (
 // show` could not find it and a second start for the same machine would not be refused.
 func MigrateMachineID(machineUUID string) string { return "migrate-machine/" + machineUUID }
 
+// TransferRackID is the canonical workflow ID of the transfer of one rack, and of the
+// recovery of what a closed transfer left (transfer_recovery.go): one ID per rack is what
+// keeps a second transfer, or a recovery, from running beside one.
+func TransferRackID(rackUUID string) string { return "transfer-rack/" + rackUUID }
+
 // GrantVerifier is the source region's check of a grant; ClientRegion implements it.
 type GrantVerifier interface {
 	VerifyGrant(ctx context.Context, req api.GrantCheck) (api.GrantClaims, error)

@@ -13,7 +13,7 @@ import (
 type RackRegion interface {
 	Info(ctx context.Context) (api.Info, error)
 	GetRack(ctx context.Context, key string) (api.Rack, error)
-	PauseRack(ctx context.Context, rack string) (api.Rack, error)
+	PauseRack(ctx context.Context, rack string, hold api.RackHold) (api.Rack, error)
 	UnpauseRack(ctx context.Context, rack string) (api.Rack, error)
 	ExportRack(ctx context.Context, rack string) (api.RackBundle, error)
 	CheckRackImport(ctx context.Context, b api.RackBundle) (api.TransferCheck, error)
@@ -22,6 +22,7 @@ type RackRegion interface {
 	HandOverRack(ctx context.Context, rack string) error
 	RackOperations(ctx context.Context, rack string) ([]api.PendingOperation, error)
 	ReleaseRackOperations(ctx context.Context, rack string, rel api.OperationsRelease) ([]api.PendingOperation, error)
+	RecoverRackTransfer(ctx context.Context, rack string, rec api.RackRecovery) (api.RackRecovered, error)
 	GrantVerifier
 }
 
@@ -89,8 +90,8 @@ func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (Tr
 	if err != nil {
 		return plan, classify(err, "get rack %s on %s", in.Rack, in.SourceRegion)
 	}
-	grant := api.GrantCheck{Grant: in.Grant, TargetRegion: in.TargetRegion, Kind: api.GrantRack, Key: rack.Uuid, Migration: workflowID(ctx)}
-	if _, err := verifyGrant(ctx, src, in.SourceRegion, grant); err != nil {
+	in.Rack = rack.Uuid
+	if _, err := a.verifyRackGrant(ctx, in); err != nil {
 		return plan, err
 	}
 	if rack.Status != api.RackOnline {
@@ -145,13 +146,14 @@ func (a *Activities) rackRegion(name string) (RackRegion, error) {
 	return rr, nil
 }
 
-// PauseRack marks the rack paused on ref.Region; operations for its machines are queued.
+// PauseRack marks the rack paused on ref.Region, held by the calling transfer run
+// (transfer_recovery.go); operations for its machines are queued.
 func (a *Activities) PauseRack(ctx context.Context, ref RackRef) error {
 	r, err := a.rackRegion(ref.Region)
 	if err != nil {
 		return err
 	}
-	_, err = r.PauseRack(ctx, ref.Rack)
+	_, err = r.PauseRack(ctx, ref.Rack, transferHold(ctx, ref.Region, ""))
 	return classify(err, "pause rack %s on %s", ref.Rack, ref.Region)
 }
 
@@ -181,18 +183,21 @@ func (a *Activities) CopyRack(ctx context.Context, in TransferInput) (api.RackIm
 }
 
 func (a *Activities) copyRack(ctx context.Context, in TransferInput) (api.RackImport, error) {
-	src, err := a.rackRegion(in.SourceRegion)
+	src, dst, err := a.rackRegions(in.SourceRegion, in.TargetRegion)
 	if err != nil {
 		return api.RackImport{}, err
 	}
-	dst, err := a.rackRegion(in.TargetRegion)
-	if err != nil {
-		return api.RackImport{}, err
+	// The source's hold names the target from now on, so a recovery that finds either half
+	// of this run's leftover finds the other.
+	hold := transferHold(ctx, in.SourceRegion, in.TargetRegion)
+	if _, err := src.PauseRack(ctx, in.Rack, hold); err != nil {
+		return api.RackImport{}, classify(err, "record the transfer to %s on rack %s of %s", in.TargetRegion, in.Rack, in.SourceRegion)
 	}
 	b, err := src.ExportRack(ctx, in.Rack)
 	if err != nil {
 		return api.RackImport{}, classify(err, "export rack %s from %s", in.Rack, in.SourceRegion)
 	}
+	b.Hold = &hold
 	res, err := dst.ImportRack(ctx, b)
 	return res, classify(err, "import rack %s into %s", in.Rack, in.TargetRegion)
 }
@@ -229,27 +234,42 @@ type ReleaseResult struct {
 // source and ends the rack's pause on the target. Retrying stores nothing twice. It runs after
 // the hand-over, when the source no longer has the rack and so queues nothing more for it.
 func (a *Activities) ReleaseRack(ctx context.Context, in TransferInput) (ReleaseResult, error) {
-	src, err := a.rackRegion(in.SourceRegion)
+	src, dst, err := a.rackRegions(in.SourceRegion, in.TargetRegion)
 	if err != nil {
 		return ReleaseResult{}, err
 	}
-	dst, err := a.rackRegion(in.TargetRegion)
+	res, err := handOverOperations(ctx, src, dst, in.SourceRegion, in.TargetRegion, in.Rack)
 	if err != nil {
-		return ReleaseResult{}, err
-	}
-	queued, err := src.RackOperations(ctx, in.Rack)
-	if err != nil {
-		return ReleaseResult{}, classify(err, "list operations of rack %s on %s", in.Rack, in.SourceRegion)
-	}
-	released, err := dst.ReleaseRackOperations(ctx, in.Rack, api.OperationsRelease{Origin: in.SourceRegion, Operations: queued})
-	if err != nil {
-		return ReleaseResult{}, classify(err, "release operations of rack %s on %s", in.Rack, in.TargetRegion)
-	}
-	if _, err := src.ReleaseRackOperations(ctx, in.Rack, api.OperationsRelease{}); err != nil {
-		return ReleaseResult{}, classify(err, "mark operations of rack %s handed over on %s", in.Rack, in.SourceRegion)
+		return res, err
 	}
 	if _, err := dst.UnpauseRack(ctx, in.Rack); err != nil {
 		return ReleaseResult{}, classify(err, "unpause rack %s on %s", in.Rack, in.TargetRegion)
+	}
+	return res, nil
+}
+
+// rackRegions returns the regions named source and target.
+func (a *Activities) rackRegions(source, target string) (RackRegion, RackRegion, error) {
+	src, err := a.rackRegion(source)
+	if err != nil {
+		return nil, nil, err
+	}
+	dst, err := a.rackRegion(target)
+	return src, dst, err
+}
+
+// handOverOperations is ReleaseRack but for the end of the target's pause.
+func handOverOperations(ctx context.Context, src, dst RackRegion, source, target, rack string) (ReleaseResult, error) {
+	queued, err := src.RackOperations(ctx, rack)
+	if err != nil {
+		return ReleaseResult{}, classify(err, "list operations of rack %s on %s", rack, source)
+	}
+	released, err := dst.ReleaseRackOperations(ctx, rack, api.OperationsRelease{Origin: source, Operations: queued})
+	if err != nil {
+		return ReleaseResult{}, classify(err, "release operations of rack %s on %s", rack, target)
+	}
+	if _, err := src.ReleaseRackOperations(ctx, rack, api.OperationsRelease{}); err != nil {
+		return ReleaseResult{}, classify(err, "mark operations of rack %s handed over on %s", rack, source)
 	}
 	return ReleaseResult{Released: len(released)}, nil
 }

@@ -54,8 +54,12 @@ func (r *rackRegion) GetRack(_ context.Context, key string) (api.Rack, error) {
 	return *r.rack, nil
 }
 
-func (r *rackRegion) PauseRack(_ context.Context, rack string) (api.Rack, error) {
+func (r *rackRegion) PauseRack(context.Context, string, api.RackHold) (api.Rack, error) {
 	return api.Rack{}, r.call("PauseRack")
+}
+
+func (r *rackRegion) RecoverRackTransfer(context.Context, string, api.RackRecovery) (api.RackRecovered, error) {
+	return api.RackRecovered{Done: true}, r.call("RecoverRackTransfer")
 }
 
 func (r *rackRegion) UnpauseRack(_ context.Context, rack string) (api.Rack, error) {

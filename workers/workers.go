@@ -38,6 +38,7 @@ func NewMigrationWorker(c client.Client, acts *activities.Activities, opts ...Op
 func RegisterMigration(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.MigrateMachine)
 	r.RegisterWorkflow(workflows.TransferRack)
+	r.RegisterWorkflow(workflows.RecoverRackTransfer)
 	r.RegisterWorkflow(workflows.BulkMigrate)
 	r.RegisterWorkflow(workflows.ListRegions)
 	r.RegisterActivity(acts)

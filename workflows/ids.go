@@ -24,7 +24,7 @@ const (
 func MigrateMachineID(machineUUID string) string { return activities.MigrateMachineID(machineUUID) }
 
 // TransferRackID is the workflow ID of the transfer of one rack.
-func TransferRackID(rackUUID string) string { return "transfer-rack/" + rackUUID }
+func TransferRackID(rackUUID string) string { return activities.TransferRackID(rackUUID) }
 
 // MigrateMachineStartOptions are the options to start MigrateMachine for a machine UUID
 // (resolve a Name:x key first): a running migration of the same machine makes the start fail.

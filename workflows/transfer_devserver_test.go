@@ -69,6 +69,7 @@ func TestReplayTransferRackHistories(t *testing.T) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflows.TransferRack)
+			r.RegisterWorkflow(workflows.RecoverRackTransfer)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
 				t.Fatal(err)
 			}

@@ -127,6 +127,9 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	if err := workflow.UpsertTypedSearchAttributes(ctx, RackUuidKey.ValueSet(in.Rack), SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
 		return TransferRackResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}
+	if err := t.recoverLeftover(ctx); err != nil {
+		return t.fail(ctx, PhaseRecovering, err)
+	}
 	steps := []step{
 		{phase: PhaseValidating, do: t.validate},
 		{phase: PhasePausingRack, do: t.pause, undoName: "unpause-rack-on-source", undo: t.unpause},

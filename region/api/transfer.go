@@ -28,6 +28,9 @@ type RackBundle struct {
 	Pools    []Pool        `json:"Pools"`   // the pools of those pods and of the rack's machines
 	Leases   []Lease       `json:"Leases"`  // the leases of those subnets
 	Machines []RackMachine `json:"Machines"`
+	// Hold is the transfer run that imports the bundle, recorded as the target's hold of the
+	// rack (transfer_recovery.go); the source's export leaves it empty.
+	Hold *RackHold `json:"Hold,omitempty"`
 }
 
 // RackMachine identifies a machine behind a rack, for the target's conflict check.

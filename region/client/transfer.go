@@ -9,9 +9,19 @@ import (
 
 // Rack transfer calls of region/api/transfer.go. Each comment names the region it is meant for.
 
-// PauseRack marks the rack paused on this (source) region.
-func (c *Client) PauseRack(ctx context.Context, rack string) (api.Rack, error) {
-	return callKey[api.Rack](ctx, c, http.MethodPost, nil, api.KindRacks, rack, "pause")
+// PauseRack marks the rack paused on this (source) region, held by hold (a zero hold names
+// no transfer run).
+func (c *Client) PauseRack(ctx context.Context, rack string, hold api.RackHold) (api.Rack, error) {
+	var in any
+	if !hold.IsZero() {
+		in = hold
+	}
+	return callKey[api.Rack](ctx, c, http.MethodPost, in, api.KindRacks, rack, "pause")
+}
+
+// RecoverRackTransfer undoes or finishes here what a closed transfer run left of the rack.
+func (c *Client) RecoverRackTransfer(ctx context.Context, rack string, rec api.RackRecovery) (api.RackRecovered, error) {
+	return callKey[api.RackRecovered](ctx, c, http.MethodPost, rec, api.KindRacks, rack, "recover")
 }
 
 // UnpauseRack ends the rack's pause (compensation on the source, last step on the target).

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 
@@ -19,7 +20,7 @@ const maxRackBundle = 64 << 20
 func (s *Server) transferRoutes() {
 	coll := api.PathPrefix + "/" + api.KindRacks
 	item := coll + "/{uuid}"
-	s.handle(route{pattern: "POST " + item + "/pause", resource: resRackTransfer, write: true, h: s.rackAction(s.st.PauseRack)})
+	s.handle(route{pattern: "POST " + item + "/pause", resource: resRackTransfer, write: true, h: s.pauseRack})
 	s.handle(route{pattern: "POST " + item + "/unpause", resource: resRackTransfer, write: true, h: s.rackAction(s.st.UnpauseRack)})
 	s.handle(route{pattern: "GET " + item + "/export", resource: resRackTransfer, h: s.exportRack})
 	s.handle(route{pattern: "POST " + coll + "/import/check", resource: resRackTransfer, h: s.checkRackImport})
@@ -29,6 +30,7 @@ func (s *Server) transferRoutes() {
 	s.handle(route{pattern: "GET " + item + "/operations", resource: resRackTransfer, h: s.rackOperations})
 	s.handle(route{pattern: "POST " + item + "/operations", resource: resRackTransfer, write: true, h: s.queueRackOperation})
 	s.handle(route{pattern: "POST " + item + "/operations/release", resource: resRackTransfer, write: true, h: s.releaseRackOperations})
+	s.handle(route{pattern: "POST " + item + "/recover", resource: resRackTransfer, write: true, h: s.recoverRackTransfer})
 }
 
 // rackAction serves a bodiless POST that changes the rack at {uuid} and answers with it.
@@ -41,6 +43,39 @@ func (s *Server) rackAction(action func(ctx context.Context, by store.Principal,
 		writeJSON(w, http.StatusOK, rack)
 		return nil
 	}
+}
+
+// pauseRack pauses the rack for the transfer run its optional RackHold body names.
+func (s *Server) pauseRack(w http.ResponseWriter, r *http.Request, c *call) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var hold api.RackHold
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeStrict(body, &hold); err != nil {
+			return err
+		}
+	}
+	rack, err := s.st.PauseRack(r.Context(), c.by, r.PathValue("uuid"), hold)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rack)
+	return nil
+}
+
+func (s *Server) recoverRackTransfer(w http.ResponseWriter, r *http.Request, c *call) error {
+	var rec api.RackRecovery
+	if err := decodeBody(w, r, &rec); err != nil {
+		return err
+	}
+	res, err := s.st.RecoverRackTransfer(r.Context(), c.by, r.PathValue("uuid"), rec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
 func (s *Server) exportRack(w http.ResponseWriter, r *http.Request, _ *call) error {

@@ -42,7 +42,7 @@ func TestRackTransferEndpoints(t *testing.T) {
 	if _, err := a.QueueRackOperation(ctx, rack, api.PendingOperation{Target: machine, Kind: "power-on"}); statusOf(err) != http.StatusConflict {
 		t.Fatalf("queue on a rack that is not paused: %v, want 409", err)
 	}
-	if r, err := a.PauseRack(ctx, rack); err != nil || r.Status != api.RackPaused {
+	if r, err := a.PauseRack(ctx, rack, api.RackHold{}); err != nil || r.Status != api.RackPaused {
 		t.Fatalf("pause: %+v, %v", r, err)
 	}
 	op, err := a.QueueRackOperation(ctx, rack, api.PendingOperation{Target: machine, Kind: "power-on"})

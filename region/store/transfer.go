@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,17 +20,24 @@ import (
 // undo on the target; the source's hand-over; the rack's queue of pending operations.
 
 // PauseRack marks the rack paused: a transfer holds it, and operations for its machines are
-// queued (QueueRackOperation) instead of run. Pausing a paused rack changes nothing.
-func (s *Store) PauseRack(ctx context.Context, by Principal, rackUUID string) (api.Rack, error) {
-	return s.setRackPaused(ctx, by, rackUUID, true)
+// queued (QueueRackOperation) instead of run. hold, the transfer run pausing it, is recorded
+// as the source's hold (api.RackHold; zero for a caller that names none). Pausing again for
+// the same run only updates its hold (the copy adds the target); a rack another run holds is
+// refused (ErrConflict): that run's leftover is recovered first (RecoverRackTransfer).
+func (s *Store) PauseRack(ctx context.Context, by Principal, rackUUID string, hold api.RackHold) (api.Rack, error) {
+	if !hold.IsZero() {
+		hold.Role = api.TransferSource
+	}
+	return s.setRackPaused(ctx, by, rackUUID, true, hold)
 }
 
-// UnpauseRack ends a pause: the rack's Status follows its heartbeats again.
+// UnpauseRack ends a pause and the hold that came with it: the rack's Status follows its
+// heartbeats again.
 func (s *Store) UnpauseRack(ctx context.Context, by Principal, rackUUID string) (api.Rack, error) {
-	return s.setRackPaused(ctx, by, rackUUID, false)
+	return s.setRackPaused(ctx, by, rackUUID, false, api.RackHold{})
 }
 
-func (s *Store) setRackPaused(ctx context.Context, by Principal, rackUUID string, paused bool) (api.Rack, error) {
+func (s *Store) setRackPaused(ctx context.Context, by Principal, rackUUID string, paused bool, hold api.RackHold) (api.Rack, error) {
 	var stored *api.Rack
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := rackByUUID(ctx, tx, rackUUID, true)
@@ -37,15 +45,16 @@ func (s *Store) setRackPaused(ctx context.Context, by Principal, rackUUID string
 			return err
 		}
 		stored = r.obj
-		if (r.obj.Status == api.RackPaused) == paused {
+		held := api.RackHoldOf(*r.obj)
+		sameRun := held.Transfer == hold.Transfer && held.Run == hold.Run
+		if paused && r.obj.Status == api.RackPaused && !held.IsZero() && !hold.IsZero() && !sameRun {
+			return conflictf("rack %s is paused by transfer %s (run %s, %s→%s), which is not this one; once it has ended, `ironflow racks recover %s` undoes or finishes what it left",
+				r.obj.Name, held.Transfer, held.Run, held.From, held.To, r.obj.Name)
+		}
+		if (r.obj.Status == api.RackPaused) == paused && (held == hold || hold.IsZero() && paused) {
 			return nil
 		}
-		next := *r.obj
-		next.Status = api.RackOnline // derived as offline when the rack has gone silent
-		if paused {
-			next.Status = api.RackPaused
-		}
-		stored, err = racks.write(ctx, tx, by, r.seq, r, &next)
+		stored, err = writePaused(ctx, tx, by, r, paused, hold)
 		return err
 	})
 	if err != nil {
@@ -53,6 +62,19 @@ func (s *Store) setRackPaused(ctx context.Context, by Principal, rackUUID string
 	}
 	deriveStatus(stored, time.Now())
 	return *stored, nil
+}
+
+// writePaused stores the locked rack r paused or not, held by hold (zero: by no transfer).
+func writePaused(ctx context.Context, tx pgx.Tx, by Principal, r row[api.Rack], paused bool, hold api.RackHold) (*api.Rack, error) {
+	next := *r.obj
+	next.Meta = maps.Clone(r.obj.Meta)
+	emptyMeta(&next.Meta)
+	hold.Record(next.Meta)
+	next.Status = api.RackOnline // derived as offline when the rack has gone silent
+	if paused {
+		next.Status = api.RackPaused
+	}
+	return racks.write(ctx, tx, by, r.seq, r, &next)
 }
 
 // ExportRack returns what moves with the rack besides its machines, read in one snapshot:
@@ -237,6 +259,14 @@ func (s *Store) ImportRack(ctx context.Context, by Principal, b api.RackBundle) 
 		}
 		rack := b.Rack
 		rack.Status, rack.RegionEndpoints = api.RackPaused, []string{}
+		rack.Meta = maps.Clone(rack.Meta)
+		emptyMeta(&rack.Meta)
+		hold := api.RackHold{}
+		if b.Hold != nil && !b.Hold.IsZero() {
+			hold = *b.Hold
+			hold.Role = api.TransferTarget
+		}
+		hold.Record(rack.Meta) // the source's hold, exported with the rack, is not the target's
 		rec := importRecorder{tx: tx, by: by, rack: rack.Uuid, res: &res}
 		if err := upsertImported(ctx, rec, racks, &rack); err != nil {
 			return err
@@ -370,22 +400,25 @@ func (s *Store) UndoRackImport(ctx context.Context, by Principal, rackUUID strin
 	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		steps := []func() error{
-			func() error { return deleteImported(ctx, tx, by, pods, rackUUID) },
-			func() error { return deleteImported(ctx, tx, by, subnets, rackUUID) },
-			func() error { return deleteImported(ctx, tx, by, vlans, rackUUID) },
-			func() error { return deleteImported(ctx, tx, by, fabrics, rackUUID) },
-			func() error { return deleteImported(ctx, tx, by, racks, rackUUID) },
+	return s.tx(ctx, func(tx pgx.Tx) error { return undoRackImport(ctx, tx, by, rackUUID) })
+}
+
+// undoRackImport is UndoRackImport inside tx.
+func undoRackImport(ctx context.Context, tx pgx.Tx, by Principal, rackUUID string) error {
+	steps := []func() error{
+		func() error { return deleteImported(ctx, tx, by, pods, rackUUID) },
+		func() error { return deleteImported(ctx, tx, by, subnets, rackUUID) },
+		func() error { return deleteImported(ctx, tx, by, vlans, rackUUID) },
+		func() error { return deleteImported(ctx, tx, by, fabrics, rackUUID) },
+		func() error { return deleteImported(ctx, tx, by, racks, rackUUID) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
 		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Exec(ctx, "DELETE FROM rack_imports WHERE rack = $1", rackUUID)
-		return err
-	})
+	}
+	_, err := tx.Exec(ctx, "DELETE FROM rack_imports WHERE rack = $1", rackUUID)
+	return err
 }
 
 func deleteImported[T any](ctx context.Context, tx pgx.Tx, by Principal, k *kind[T], rackUUID string) error {
@@ -418,50 +451,54 @@ func (s *Store) HandOverRack(ctx context.Context, by Principal, rackUUID string)
 		if err != nil {
 			return err
 		}
-		if r.obj.Status != api.RackPaused {
-			return conflictf("rack %s is %s, not paused by a transfer; delete it with `ironflow racks delete` instead", r.obj.Name, r.obj.Status)
-		}
-		details := map[string]any{"Reason": "rack " + r.obj.Name + " transferred"}
-		vlanRows, err := vlans.selectRows(ctx, tx, rackWhere("primary_rack = $1 AND secondary_rack IS NULL", r.obj.Uuid), " FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		fabricIDs := map[string]bool{}
-		for _, v := range vlanRows {
-			subnetRows, err := subnets.selectRows(ctx, tx, rackWhere("vlan = $1", v.obj.Uuid), " FOR UPDATE")
-			if err != nil {
-				return err
-			}
-			for _, sn := range subnetRows {
-				if err := subnets.deleteRow(ctx, tx, by, sn, details); err != nil {
-					return err
-				}
-			}
-			if err := vlans.deleteRow(ctx, tx, by, v, details); err != nil {
-				return err
-			}
-			fabricIDs[v.obj.Fabric] = true
-		}
-		emptyFabrics, err := fabrics.selectRows(ctx, tx, rackWhere("uuid = ANY($1::uuid[]) AND NOT EXISTS (SELECT 1 FROM vlans WHERE vlans.fabric = fabrics.uuid)", keys(fabricIDs)), " FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		for _, f := range emptyFabrics {
-			if err := fabrics.deleteRow(ctx, tx, by, f, details); err != nil {
-				return err
-			}
-		}
-		podRows, err := pods.selectRows(ctx, tx, rackWhere("rack = $1", r.obj.Uuid), " FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		for _, p := range podRows {
-			if err := pods.deleteRow(ctx, tx, by, p, details); err != nil {
-				return err
-			}
-		}
-		return racks.remove(ctx, tx, by, r.obj.Uuid, false)
+		return handOverRack(ctx, tx, by, r)
 	})
+}
+
+func handOverRack(ctx context.Context, tx pgx.Tx, by Principal, r row[api.Rack]) error {
+	if r.obj.Status != api.RackPaused {
+		return conflictf("rack %s is %s, not paused by a transfer; delete it with `ironflow racks delete` instead", r.obj.Name, r.obj.Status)
+	}
+	details := map[string]any{"Reason": "rack " + r.obj.Name + " transferred"}
+	vlanRows, err := vlans.selectRows(ctx, tx, rackWhere("primary_rack = $1 AND secondary_rack IS NULL", r.obj.Uuid), " FOR UPDATE")
+	if err != nil {
+		return err
+	}
+	fabricIDs := map[string]bool{}
+	for _, v := range vlanRows {
+		subnetRows, err := subnets.selectRows(ctx, tx, rackWhere("vlan = $1", v.obj.Uuid), " FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		for _, sn := range subnetRows {
+			if err := subnets.deleteRow(ctx, tx, by, sn, details); err != nil {
+				return err
+			}
+		}
+		if err := vlans.deleteRow(ctx, tx, by, v, details); err != nil {
+			return err
+		}
+		fabricIDs[v.obj.Fabric] = true
+	}
+	emptyFabrics, err := fabrics.selectRows(ctx, tx, rackWhere("uuid = ANY($1::uuid[]) AND NOT EXISTS (SELECT 1 FROM vlans WHERE vlans.fabric = fabrics.uuid)", keys(fabricIDs)), " FOR UPDATE")
+	if err != nil {
+		return err
+	}
+	for _, f := range emptyFabrics {
+		if err := fabrics.deleteRow(ctx, tx, by, f, details); err != nil {
+			return err
+		}
+	}
+	podRows, err := pods.selectRows(ctx, tx, rackWhere("rack = $1", r.obj.Uuid), " FOR UPDATE")
+	if err != nil {
+		return err
+	}
+	for _, p := range podRows {
+		if err := pods.deleteRow(ctx, tx, by, p, details); err != nil {
+			return err
+		}
+	}
+	return racks.remove(ctx, tx, by, r.obj.Uuid, false)
 }
 
 // rackOpsWhere selects the operations of a rack: those for the rack itself and for the

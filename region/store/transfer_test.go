@@ -34,7 +34,7 @@ func TestPauseRackSurvivesHeartbeats(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	rackFixtures(t, s)
-	r, err := s.PauseRack(ctx, alice, rackA)
+	r, err := s.PauseRack(ctx, alice, rackA, api.RackHold{})
 	if err != nil || r.Status != api.RackPaused {
 		t.Fatalf("PauseRack: %+v, %v", r, err)
 	}
@@ -44,7 +44,7 @@ func TestPauseRackSurvivesHeartbeats(t *testing.T) {
 	if r, err = s.UnpauseRack(ctx, alice, rackA); err != nil || r.Status != api.RackOnline {
 		t.Fatalf("UnpauseRack: %+v, %v", r, err)
 	}
-	_, err = s.PauseRack(ctx, alice, rackB)
+	_, err = s.PauseRack(ctx, alice, rackB, api.RackHold{})
 	wantErr(t, err, store.ErrNotFound, rackB)
 }
 
@@ -170,7 +170,7 @@ func TestHandOverRackDeletesWithoutForce(t *testing.T) {
 	wantErr(t, err, store.ErrInUse, "primary DHCP, no secondary")
 	err = s.HandOverRack(ctx, alice, rackA)
 	wantErr(t, err, store.ErrConflict, "not paused")
-	if _, err := s.PauseRack(ctx, alice, rackA); err != nil {
+	if _, err := s.PauseRack(ctx, alice, rackA, api.RackHold{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.HandOverRack(ctx, alice, rackA); err != nil {
@@ -200,7 +200,7 @@ func TestRackOperationsQueueAndRelease(t *testing.T) {
 	op := api.PendingOperation{Target: mach2, Kind: "power-on"}
 	err := src.QueueRackOperation(ctx, alice, rackA, &op)
 	wantErr(t, err, store.ErrConflict, "not paused")
-	if _, err := src.PauseRack(ctx, alice, rackA); err != nil {
+	if _, err := src.PauseRack(ctx, alice, rackA, api.RackHold{}); err != nil {
 		t.Fatal(err)
 	}
 	other := api.PendingOperation{Target: mach1, Kind: "power-on"}
@@ -217,7 +217,7 @@ func TestRackOperationsQueueAndRelease(t *testing.T) {
 		t.Fatalf("queued %+v, %v", queued, err)
 	}
 	local := api.PendingOperation{Target: mach2, Kind: "reboot"}
-	if _, err := dst.PauseRack(ctx, alice, rackA); err != nil {
+	if _, err := dst.PauseRack(ctx, alice, rackA, api.RackHold{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dst.QueueRackOperation(ctx, alice, rackA, &local); err != nil {
