@@ -832,14 +832,12 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 	}
 	terminated := kr.fault == faultTerminateParent || kr.fault == faultTerminateTransfer
 	if terminated {
-		rep.faultNote += " (a terminated transfer runs none of its own undos: unpause, undo of the copy)"
+		// A terminated transfer runs none of its own undos: the operator recovers what it left
+		// (`ironflow racks recover`), after which the rack is held nowhere and online on one region.
+		e.box.arm(nil)
+		e.recoverRack(ctx, &rep, ids)
 	}
-	// Terminating the transfer itself (terminate-parent at a rack point, terminate-transfer at
-	// a point of a child) is the operator's "stop without cleanup": it cannot run its own undos,
-	// so the rack may be left paused on its owner (its children are cancelled and compensate,
-	// which the machine checks above hold). The operator then unpauses it. A copy of the rack
-	// left on the other region is still a violation.
-	owner := e.rackOwner(ctx, &rep, ids.rack, terminated)
+	owner := e.rackOwner(ctx, &rep, ids.rack)
 	switch want := movedPerOutcome(rep.outcome, ids); {
 	case want == "" && !terminated:
 		rep.violate("outcome %q says neither moved nor undone", rep.outcome)
@@ -910,9 +908,8 @@ func (e *killEnv) childOutcomes(ctx context.Context, rep *runReport, transfer cl
 
 // rackOwner is the one region where the rack is registered, online within 30 s (its
 // controller heartbeats there) and not paused; the rack registered on both regions, or on
-// none, or paused, is a violation. With pausedOK, a rack paused on its one region is that
-// region's, and the harness unpauses it as the operator would.
-func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string, pausedOK bool) string {
+// none, or paused, is a violation.
+func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string) string {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		statuses := map[string]string{}
@@ -923,17 +920,8 @@ func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string, pa
 		}
 		if len(statuses) == 1 {
 			for name, status := range statuses {
-				switch {
-				case status == api.RackOnline:
+				if status == api.RackOnline {
 					return name
-				case status == api.RackPaused && pausedOK:
-					rep.faultNote += "; the rack was left paused on " + name + ", the harness unpaused it"
-					if _, err := e.region(name).UnpauseRack(ctx, rack); err != nil {
-						rep.violate("unpause rack %s on %s: %v", rack, name, err)
-						return ""
-					}
-					pausedOK = false
-					continue
 				}
 			}
 		}
@@ -942,5 +930,24 @@ func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string, pa
 			return ""
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// recoverRack runs the operator's recovery of what a terminated transfer left (the workflow
+// `ironflow racks recover` starts) and notes what it did; a failed recovery is a violation.
+func (e *killEnv) recoverRack(ctx context.Context, rep *runReport, ids moveIDs) {
+	opts := client.StartWorkflowOptions{ID: workflows.TransferRackID(ids.rack), TaskQueue: workflows.TaskQueue}
+	run, err := e.s.Client.ExecuteWorkflow(ctx, opts, workflows.RecoverRackTransfer, workflows.RecoverRackInput{Rack: ids.rack, Regions: []string{ids.src, ids.dst}, StartedBy: "kill-point harness"})
+	if err != nil {
+		rep.violate("start the recovery of rack %s: %v", ids.rack, err)
+		return
+	}
+	var res workflows.RecoverRackResult
+	if err := run.Get(ctx, &res); err != nil {
+		rep.violate("the recovery of rack %s failed: %v", ids.rack, err)
+		return
+	}
+	for _, r := range res.Recovered {
+		rep.faultNote += fmt.Sprintf("; recovered what the transfer left: %s %v", r.Outcome, r.Actions)
 	}
 }

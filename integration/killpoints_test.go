@@ -18,10 +18,11 @@ import (
 // region, where the workflow's outcome says; the agent reaching it; no job or log lost; a
 // later move accepted and completed. Moves start with a grant from the source region, like
 // an operator's; a delete refused with 409 while the move holds the machine is the expected
-// answer. One relaxation: a TransferRack terminated itself (terminate-parent at a rack point,
-// terminate-transfer) is the operator's "stop without cleanup" and runs none of its own undos, so the rack may be
-// left paused on its owner (the harness then unpauses it); its children's machines are held to
-// every invariant.
+// answer. A TransferRack terminated itself (terminate-parent at a rack point,
+// terminate-transfer) is the operator's "stop without cleanup" and runs none of its own undos:
+// the harness then runs the operator's recovery (`ironflow racks recover`), after which the
+// rack must be held nowhere and online on exactly one region; its children's machines are
+// held to every invariant without any help.
 //
 // By default it runs a seeded sample of IRONFLOW_KILLPOINT_SAMPLES (3) machine pairs and
 // logs the seed; IRONFLOW_KILLPOINT_SEED reproduces a sample. IRONFLOW_KILLPOINTS=all runs
@@ -112,7 +113,7 @@ func killPlan(t *testing.T) ([]killRun, killConfig) {
 	return runs, cfg
 }
 
-// sample takes the first n runs, none a terminate-transfer and at most one a worker kill: a killed worker's step
+// sample takes the first n runs, at most one a worker kill: a killed worker's step
 // is retried only after its start-to-close timeout (a minute, or ten for the copy), which
 // would make the sample cost several minutes.
 func sample(shuffled []killRun, n int) []killRun {
@@ -121,11 +122,6 @@ func sample(shuffled []killRun, n int) []killRun {
 	for _, r := range shuffled {
 		if len(out) == n {
 			break
-		}
-		if r.fault == faultTerminateTransfer {
-			// Known open gap (issue 10): a terminated TransferRack leaves its paused rack copy
-			// registered on the target. The matrix and named pairs still run it.
-			continue
 		}
 		if r.fault == faultKillWorker {
 			if kills == 1 {
