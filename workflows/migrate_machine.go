@@ -201,15 +201,22 @@ func (m *migration) activationFailed(ctx workflow.Context, err error) (done bool
 	return false, ferr
 }
 
-// RedactedTicket replaces a ticket in a shown input.
+// RedactedTicket replaces a ticket or a grant in a shown input.
 const RedactedTicket = "[redacted]"
 
-// Redacted is in without its ticket, for showing it.
+// Redacted is in without its ticket and grant, for showing it: a user's ticket may still be
+// unspent, and a grant authorises the move until it expires.
 func (in MigrateMachineInput) Redacted() MigrateMachineInput {
-	if in.Ticket != "" {
-		in.Ticket = RedactedTicket
-	}
+	in.Ticket, in.Grant = Redact(in.Ticket), Redact(in.Grant)
 	return in
+}
+
+// Redact is RedactedTicket for a secret that is set, "" for one that is not.
+func Redact(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	return RedactedTicket
 }
 
 func (in MigrateMachineInput) check() error {

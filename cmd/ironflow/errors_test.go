@@ -129,6 +129,7 @@ func TestKeysFollowOneRule(t *testing.T) {
 		{[]string{"machines", "show", f.machine.Uuid}, "GET /api/v1/machines/" + f.machine.Uuid},
 		{[]string{"machines", "update", "birdy", `{"Description":"x"}`}, "PATCH /api/v1/machines/Name:birdy"},
 		{[]string{"machines", "delete", "birdy"}, "DELETE /api/v1/machines/Name:birdy"},
+		{[]string{"machines", "delete", "birdy", "--migration", "migrate-machine/" + f.machine.Uuid}, "DELETE /api/v1/machines/Name:birdy?migration=migrate-machine%2F" + f.machine.Uuid},
 		{[]string{"profiles", "delete", "example-profile"}, "DELETE /api/v1/profiles/Name:example-profile"},
 		{[]string{"racks", "delete", "rack-a"}, "DELETE /api/v1/racks/Name:rack-a"},
 		{[]string{"leases", "show", "10.0.0.5"}, "GET /api/v1/leases/Addr:10.0.0.5"},

@@ -17,9 +17,10 @@ import (
 )
 
 var machines = noun[api.Machine]{
-	kind:     api.KindMachines,
-	one:      "machine",
-	resource: (*client.Client).Machines,
+	kind:      api.KindMachines,
+	one:       "machine",
+	resource:  (*client.Client).Machines,
+	deleteFor: (*client.Client).DeleteForMigration,
 	columns: []column[api.Machine]{
 		{"UUID", func(m api.Machine) string { return m.Uuid }},
 		{"NAME", func(m api.Machine) string { return m.Name }},

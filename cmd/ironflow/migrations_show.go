@@ -65,10 +65,6 @@ func newMigrationsShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if d.Input != nil {
-				redacted := d.Input.Redacted() // a user's ticket may still be unspent
-				d.Input = &redacted
-			}
 			return render(cmd, d, []migrationDetail{d}, migrationDetailColumns)
 		},
 	}
@@ -113,6 +109,7 @@ func showRun[In, Prog, Res any](ctx context.Context, tc client.Client, desc *wor
 	if err != nil {
 		return d, err
 	}
+	redactInput(&in)
 	d.Input = &in
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		p, err := queryAs[Prog](ctx, tc, id, d.RunID)
@@ -130,6 +127,19 @@ func showRun[In, Prog, Res any](ctx context.Context, tc client.Client, desc *wor
 		d.Result = &res
 	}
 	return d, nil
+}
+
+// redactInput blanks what a shown input must not print: a user's ticket may still be unspent,
+// and a grant authorises moves until it expires.
+func redactInput(in any) {
+	switch in := in.(type) {
+	case *workflows.MigrateMachineInput:
+		*in = in.Redacted()
+	case *workflows.TransferRackInput:
+		in.Grant = workflows.Redact(in.Grant)
+	case *workflows.BulkMigrateInput:
+		in.Grant = workflows.Redact(in.Grant)
+	}
 }
 
 // runInput reads the input of a run from its first history event.

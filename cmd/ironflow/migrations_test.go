@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/ironflow/ironflow/dev/temporalserver"
-	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -148,8 +147,8 @@ func TestMigrationLifecycle(t *testing.T) {
 		t.Fatalf("show of a running migration: %+v", d)
 	}
 	d.Input.SkipMachineDestroy = nil
-	if g, err := tickets.ParseGrant(d.Input.Grant); err != nil || g.Kind != api.GrantMachine || g.Subject != s.machine || g.TargetRegion != "region-b" {
-		t.Errorf("the migration carries grant %+v (%v), want one for machine %s to region-b", g, err, s.machine)
+	if d.Input.Grant != workflows.RedactedTicket {
+		t.Errorf("show prints the migration's grant %q, want it %s (it authorises the move until it expires)", d.Input.Grant, workflows.RedactedTicket)
 	}
 	d.Input.Grant = ""
 	if *d.Input != wantInput {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ type noun[T any] struct {
 	bare string
 	// filter is the list filter of the help's example (default: bare=x).
 	filter string
+	// deleteFor, when set, deletes an object a migration holds, naming the migration (delete
+	// --migration; region/store/holds.go).
+	deleteFor func(c *client.Client, ctx context.Context, key, migration string) error
 }
 
 // key applies the one rule for KEY arguments: a UUID or Field:value is sent as is, anything
@@ -161,13 +165,24 @@ func (n noun[T]) update() *cobra.Command {
 
 func (n noun[T]) remove() *cobra.Command {
 	var force bool
+	var migration string
 	c := &cobra.Command{
 		Use:   "delete KEY",
 		Short: "Delete a " + n.one,
 		Long:  "Delete a " + n.one + ". " + n.keyHelp(),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := n.resource(regionClient(cmd)).Delete(cmd.Context(), n.key(args[0]), force); err != nil {
+			c := regionClient(cmd)
+			var err error
+			switch {
+			case migration != "" && force:
+				return errors.New("--force and --migration: force does not override a migration's hold; give --migration alone")
+			case migration != "":
+				err = n.deleteFor(c, cmd.Context(), n.key(args[0]), migration)
+			default:
+				err = n.resource(c).Delete(cmd.Context(), n.key(args[0]), force)
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Deleted %s %s\n", n.one, args[0])
@@ -175,6 +190,10 @@ func (n noun[T]) remove() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&force, "force", false, "delete even if other objects depend on it, where the region allows it")
+	if n.deleteFor != nil {
+		c.Flags().StringVar(&migration, "migration", "", "the migration (workflow ID migrate-machine/<uuid>) that holds the "+n.one+
+			": deletes the stub or copy it left once it has ended (ironflow migrations show names it)")
+	}
 	return c
 }
 

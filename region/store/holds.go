@@ -71,8 +71,9 @@ func refuseHeldDelete(ctx context.Context, tx pgx.Tx, _ Principal, m *api.Machin
 	}
 	if held != "" && held != actingFor(ctx) {
 		return conflictf("machine %s (%s) is held by migration %s and cannot be deleted while that migration may still need it "+
-			"(force does not override this); once the migration has ended, delete it naming the migration: ?migration=%s",
-			m.Name, m.Uuid, held, held)
+			"(force does not override this); once the migration has ended, delete it naming the migration: ?migration=%s "+
+			"(ironflow machines delete %s --migration %s)",
+			m.Name, m.Uuid, held, held, m.Uuid, held)
 	}
 	return closeTickets(ctx, tx, m.Uuid)
 }
