@@ -64,6 +64,7 @@ type TransferPlan struct {
 	Leases          int
 	TargetURL       string
 	TargetEndpoints []string // the target cluster's URLs, for the rack's new region link
+	StartedBy       string   `json:",omitempty"` // the user the grant was issued to
 }
 
 // ValidateTransfer checks that both regions answer as themselves, that the rack is online on
@@ -91,7 +92,8 @@ func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (Tr
 		return plan, classify(err, "get rack %s on %s", in.Rack, in.SourceRegion)
 	}
 	in.Rack = rack.Uuid
-	if _, err := a.verifyRackGrant(ctx, in); err != nil {
+	startedBy, err := a.verifyRackGrant(ctx, in)
+	if err != nil {
 		return plan, err
 	}
 	if rack.Status != api.RackOnline {
@@ -110,7 +112,7 @@ func (a *Activities) ValidateTransfer(ctx context.Context, in TransferInput) (Tr
 	}
 	plan = TransferPlan{
 		RackName: rack.Name, VLANs: len(b.VLANs), Subnets: len(b.Subnets), Pods: len(b.Pods), Leases: len(b.Leases),
-		TargetURL: dstInfo.URL, TargetEndpoints: dstInfo.Endpoints,
+		TargetURL: dstInfo.URL, TargetEndpoints: dstInfo.Endpoints, StartedBy: startedBy,
 	}
 	if len(plan.TargetEndpoints) == 0 {
 		plan.TargetEndpoints = []string{dstInfo.URL}

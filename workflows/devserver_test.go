@@ -127,8 +127,9 @@ func TestMigrateMachineOnDevServer(t *testing.T) {
 				t.Errorf("MigrationPhase search attribute %s, want %q", phase, tt.wantPhase)
 			}
 			if *record {
-				// Histories recorded before keep-promise keep their names: they must still replay.
-				writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_"+tt.name+".json"))
+				// Histories recorded before keep-promise and started-by-memo keep their names:
+				// they must still replay.
+				writeHistory(ctx, t, c, run, filepath.Join("testdata", "started_by_"+tt.name+".json"))
 			}
 		})
 	}

@@ -333,7 +333,10 @@ func (m *migration) validate(ctx workflow.Context) error {
 	if m.machine.RackUuid != "" {
 		attrs = append(attrs, RackUuidKey.ValueSet(m.machine.RackUuid))
 	}
-	return workflow.UpsertTypedSearchAttributes(ctx, attrs...)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
+		return err
+	}
+	return upsertStartedBy(ctx, m.machine.StartedBy)
 }
 
 func (m *migration) mintTicket(ctx workflow.Context) error {

@@ -224,7 +224,7 @@ func (t *rackTransfer) validate(ctx workflow.Context) error {
 	}
 	t.result.RackName, t.result.Machines = t.plan.RackName, len(t.plan.Machines)
 	t.progress.MachinesTotal = len(t.plan.Machines)
-	return nil
+	return upsertStartedBy(ctx, t.plan.StartedBy)
 }
 
 func (t *rackTransfer) pause(ctx workflow.Context) error {

@@ -21,7 +21,7 @@ import (
 // and has the source verify it.
 
 // memoStartedBy is the memo of a move's workflow naming who started it.
-const memoStartedBy = "StartedBy"
+const memoStartedBy = workflows.MemoStartedBy
 
 // grantFor asks the -E region, which must be source, for a grant of req.
 func grantFor(cmd *cobra.Command, source string, req api.GrantRequest) (api.Grant, error) {
