@@ -75,6 +75,9 @@ type Compensations struct {
 	OnError func(name string, err error)
 	// OnOperator, when not nil, is told about each accepted operator request.
 	OnOperator func(string)
+	// Audit, when not nil, records each operator request as Run acts on it, with the name of
+	// the undo that was failing (an audit event on the region).
+	Audit func(ctx workflow.Context, req CompensationRequest, compensation string)
 
 	failing string               // name of the undo failing now, "" when none
 	pending *CompensationRequest // operator request not acted on yet
@@ -191,6 +194,9 @@ func (c *Compensations) runOne(ctx workflow.Context, comp compensation) error {
 		backoff = min(2*backoff, compensationMaxBackoff)
 		if req := c.pending; req != nil {
 			c.pending = nil
+			if c.Audit != nil {
+				c.Audit(ctx, *req, comp.name)
+			}
 			if req.Action == CompensationAbandon {
 				return temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("operator %s abandoned the compensation (%s); not undone: %s; last failure: %v", req.By, req.Reason, strings.Join(c.Pending(), ", "), err),

@@ -128,6 +128,7 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 			m.progress.Errors = append(m.progress.Errors, err.Error())
 		}
 	}
+	m.comps.Audit = m.auditDecision
 	m.comps.Stops = func(err error) bool {
 		return hasErrorType(err, activities.ErrLastCopy, activities.ErrTypeMachineNotFound)
 	}

@@ -423,6 +423,14 @@ func TestMigrateMachineCompensationOperatorAbandons(t *testing.T) {
 	if p.Phase != workflows.PhaseFailed || !slices.Equal(p.Pending, []string{"delete-imported-copy", "unquiesce"}) {
 		t.Errorf("progress %+v", p)
 	}
+	// Each decision the workflow acted on is in the source region's audit log.
+	var audited []string
+	for _, c := range f.journal.Calls() {
+		if strings.Contains(c, "RecordCompensationDecision") {
+			audited = append(audited, c)
+		}
+	}
+	equal(t, "audited decisions", audited, []string{"east RecordCompensationDecision " + birdyUUID + " retry by alice", "east RecordCompensationDecision " + birdyUUID + " abandon by bob"})
 }
 
 // Once the machine is active on the target nothing is undone; a failure to delete the stub

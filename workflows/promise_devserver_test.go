@@ -77,7 +77,7 @@ func TestMigrateMachineCompensationUpdateOnDevServer(t *testing.T) {
 		t.Errorf("target holds %+v (present %v), want a stub redirecting to east", m, ok)
 	}
 	if *record {
-		writeHistory(ctx, t, c, run, filepath.Join("testdata", "keep_promise_migrate_machine_compensation_update_history.json"))
+		writeHistory(ctx, t, c, run, filepath.Join("testdata", "audited_migrate_machine_compensation_update_history.json"))
 	}
 }
 

@@ -495,3 +495,10 @@ func (r *Region) VerifyGrant(_ context.Context, req api.GrantCheck) (api.GrantCl
 	}
 	return api.GrantClaims{Kind: req.Kind, TargetRegion: req.TargetRegion, GrantedTo: "test-user"}, nil
 }
+
+// RecordCompensationDecision implements activities.CompensationAuditor: it journals the call.
+func (r *Region) RecordCompensationDecision(_ context.Context, machine string, d api.CompensationDecision) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.enter("RecordCompensationDecision", machine+" "+d.Action+" by "+d.By, true)
+}

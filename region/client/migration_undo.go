@@ -13,3 +13,13 @@ import (
 func (c *Client) RedirectCopy(ctx context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
 	return callKey[api.Machine](ctx, c, http.MethodPost, req, api.KindMachines, key, "redirect-copy")
 }
+
+// RecordCompensationDecision audits on this (source) region an operator's answer to the stuck
+// compensation of the migration of the machine with UUID machine.
+func (c *Client) RecordCompensationDecision(ctx context.Context, machine string, d api.CompensationDecision) error {
+	path, err := keyPath(api.KindMachines, machine, "compensation-decisions")
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, request{method: http.MethodPost, path: path, in: d})
+}

@@ -9,10 +9,26 @@ import (
 )
 
 // migrationUndoRoutes registers the undo of an import whose agent may have moved
-// (store.RedirectCopy): POST .../machines/{key}/redirect-copy with a RedirectCopyRequest.
+// (store.RedirectCopy): POST .../machines/{key}/redirect-copy with a RedirectCopyRequest, and
+// the audit of an operator's answer to a stuck undo (api.CompensationDecision).
 func (s *Server) migrationUndoRoutes() {
 	item := api.PathPrefix + "/" + api.KindMachines + "/{key}"
 	s.handle(route{pattern: "POST " + item + "/redirect-copy", resource: api.KindMachines, write: true, h: s.redirectCopy})
+	s.handle(route{pattern: "POST " + item + "/compensation-decisions", resource: api.KindMachines, write: true, h: s.recordCompensationDecision})
+}
+
+// recordCompensationDecision audits an operator's answer to a stuck compensation
+// (api.CompensationDecision).
+func (s *Server) recordCompensationDecision(w http.ResponseWriter, r *http.Request, c *call) error {
+	var d api.CompensationDecision
+	if err := decodeBody(w, r, &d); err != nil {
+		return err
+	}
+	if err := s.st.RecordCompensationDecision(r.Context(), c.by, r.PathValue("key"), d); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 func (s *Server) redirectCopy(w http.ResponseWriter, r *http.Request, c *call) error {
