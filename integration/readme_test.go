@@ -109,7 +109,7 @@ var readmeChecks = []*readmeCheck{
 	{cmd: `bin/temporal workflow start .*--type MigrateMachine`, want: []string{"Running execution"}},
 	{cmd: `bin/temporal workflow result`, want: []string{"COMPLETED"}},
 	{cmd: `migrations bulk .*--pool batch`, want: []string{fmt.Sprintf(`\b%d/%[1]d migrated, 0 failed`, dev.SeedPools["batch"])}},
-	{cmd: `racks transfer rack-a`, want: []string{fmt.Sprintf(`completed \(machines %d/%[1]d, 0 failed\)`, dev.RackMachines)}},
+	{cmd: `racks transfer rack-a`, want: []string{fmt.Sprintf(`completed \(machines %d/%[1]d, 0 failed, 0 skipped\)`, dev.RackMachines)}},
 	{cmd: `schedule create nightly-gold`, want: []string{"Created schedule nightly-gold"}},
 	{cmd: `schedule list`, want: []string{"nightly-gold"}},
 	{cmd: `schedule trigger nightly-gold`, want: []string{"nightly-gold"}},

@@ -24,7 +24,7 @@ var bulkHistoryDir = filepath.Join("testdata", "bulk")
 
 // TestBulkMigrateOnDevServer runs BulkMigrate with the real worker wiring and activities over
 // fake regions: of three machines named, two migrate and the third, already being migrated
-// by a migration started before, is reported as such. With -record it writes the history for
+// by a migration started before, is reported skipped. With -record it writes the history for
 // TestReplayBulkMigrateHistories.
 func TestBulkMigrateOnDevServer(t *testing.T) {
 	c := devServer(t)
@@ -55,9 +55,9 @@ func TestBulkMigrateOnDevServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(res.Succeeded)
-	want := []workflows.MachineFailure{{Machine: uuids[2], Error: "machine " + uuids[2] + " is already being migrated by " + workflows.MigrateMachineID(uuids[2])}}
-	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids[:2]) || !slices.Equal(res.Failed, want) {
-		t.Errorf("result %+v, want %v migrated and %+v", res, uuids[:2], want)
+	want := []workflows.MachineSkip{{Machine: uuids[2], Reason: "skipped (already migrating, workflow ID " + workflows.MigrateMachineID(uuids[2]) + ")"}}
+	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids[:2]) || len(res.Failed) != 0 || !slices.Equal(res.Skipped, want) {
+		t.Errorf("result %+v, want %v migrated and %+v skipped", res, uuids[:2], want)
 	}
 	for _, u := range uuids[:2] {
 		if m, ok := west.Machine(u); !ok || !m.Runnable {

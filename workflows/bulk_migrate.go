@@ -75,6 +75,7 @@ type BulkMigrateResult struct {
 	Total     int
 	Succeeded []string
 	Failed    []MachineFailure
+	Skipped   []MachineSkip `json:",omitempty"` // being migrated by another migration
 }
 
 // MachineFailure is a machine whose migration failed, and why.
@@ -92,6 +93,7 @@ type BulkProgress struct {
 	Failed         int
 	Running        int
 	FailedMachines []MachineFailure
+	Skipped        int // being migrated by another migration
 }
 
 // BulkMigrate migrates the machines a selector chooses, each with a MigrateMachine child
@@ -196,6 +198,10 @@ func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
 func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 	runWindowed(ctx, machines, b.in.window(), b.start, func(machine string, err error) {
 		b.running--
+		if skip, ok := skippedChild(machine, err); ok {
+			b.result.Skipped = append(b.result.Skipped, skip)
+			return
+		}
 		if err != nil {
 			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: machine, Error: failureOf(machine, err)})
 			return
@@ -272,5 +278,6 @@ func (b *bulkMigration) query() (BulkProgress, error) {
 		Failed:         len(b.result.Failed),
 		Running:        b.running,
 		FailedMachines: append([]MachineFailure(nil), b.result.Failed...),
+		Skipped:        len(b.result.Skipped),
 	}, nil
 }

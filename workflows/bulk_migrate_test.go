@@ -220,9 +220,9 @@ func TestBulkMigrateIsolatesFailures(t *testing.T) {
 	}
 }
 
-// A machine already being migrated fails to start as a child; the bulk migration records it
-// and goes on.
-func TestBulkMigrateRecordsMachineAlreadyMigrating(t *testing.T) {
+// A machine already being migrated (a direct migration of it runs) fails to start as a child;
+// the bulk migration records it as skipped, not failed, and goes on (issue 10).
+func TestBulkMigrateSkipsMachineAlreadyMigrating(t *testing.T) {
 	machines := machineUUIDs(2)
 	children := &fakeChildren{duration: staggered}
 	b := newBulkEnv(t, []string{machines[0], machines[0], machines[1]}, children)
@@ -230,9 +230,13 @@ func TestBulkMigrateRecordsMachineAlreadyMigrating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []workflows.MachineFailure{{Machine: machines[0], Error: "machine " + machines[0] + " is already being migrated by migrate-machine/" + machines[0]}}
-	equal(t, "failed", res.Failed, want)
+	want := []workflows.MachineSkip{{Machine: machines[0], Reason: "skipped (already migrating, workflow ID migrate-machine/" + machines[0] + ")"}}
+	equal(t, "skipped", res.Skipped, want)
+	equal(t, "failed", res.Failed, nil)
 	equal(t, "succeeded", slices.Sorted(slices.Values(res.Succeeded)), machines)
+	if p := b.progress(); p.Skipped != 1 || p.Failed != 0 {
+		t.Errorf("progress %+v", p)
+	}
 }
 
 func TestBulkMigrateCancelCancelsRunningChildren(t *testing.T) {

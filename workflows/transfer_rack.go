@@ -78,7 +78,10 @@ type TransferProgress struct {
 	MachinesTotal  int
 	MachinesDone   int
 	MachinesFailed int
-	Errors         []string
+	// MachinesSkipped are being migrated by another migration: the rack cannot move away
+	// from them, so the transfer stops before its repoint, but they did not fail.
+	MachinesSkipped int
+	Errors          []string
 }
 
 // TransferRack moves a rack controller, with everything it serves, from one region to
@@ -268,7 +271,13 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 			})
 			sel.AddFuture(f, func(f workflow.Future) {
 				running--
-				if err := f.Get(ctx, nil); err != nil && !(t.promise && t.alreadyOnTarget(err)) {
+				err := f.Get(ctx, nil)
+				if skip, ok := skippedChild(machine, err); ok {
+					t.progress.MachinesSkipped++
+					failures = append(failures, fmt.Sprintf("machine %s: %s", machine, skip.Reason))
+					return
+				}
+				if err != nil && !(t.promise && t.alreadyOnTarget(err)) {
 					t.progress.MachinesFailed++
 					failures = append(failures, fmt.Sprintf("machine %s: %v", machine, err))
 					return
@@ -287,8 +296,8 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 	if len(failures) > 0 {
 		t.progress.Errors = append(t.progress.Errors, failures...)
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s", len(failures), len(t.plan.Machines),
-				t.progress.MachinesDone, len(t.plan.Machines)-next, strings.Join(failures, "; ")),
+			fmt.Sprintf("%d of %d machines failed to migrate, %d skipped (%d moved, %d not started): %s", t.progress.MachinesFailed, len(t.plan.Machines),
+				t.progress.MachinesSkipped, t.progress.MachinesDone, len(t.plan.Machines)-next, strings.Join(failures, "; ")),
 			ErrTypeMachinesFailed, nil)
 	}
 	return nil

@@ -182,10 +182,10 @@ var bulkDetailColumns = runColumns(func(d bulkDetail) string {
 	switch {
 	case d.Progress != nil:
 		p := d.Progress
-		return fmt.Sprintf("%d/%d migrated, %d failed, %d running", p.Done, p.Total, p.Failed, p.Running)
+		return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped, %d running", p.Done, p.Total, p.Failed, p.Skipped, p.Running)
 	case d.Result != nil:
 		r := d.Result
-		return fmt.Sprintf("%d/%d migrated, %d failed", len(r.Succeeded), r.Total, len(r.Failed))
+		return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped", len(r.Succeeded), r.Total, len(r.Failed), len(r.Skipped))
 	}
 	return ""
 })
@@ -194,7 +194,7 @@ var transferDetailColumns = runColumns(func(d transferDetail) string {
 	switch {
 	case d.Progress != nil:
 		p := d.Progress
-		return fmt.Sprintf("%s (machines %d/%d, %d failed)", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed)
+		return fmt.Sprintf("%s (machines %d/%d, %d failed, %d skipped)", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped)
 	case d.Result != nil:
 		r := d.Result
 		return fmt.Sprintf("rack %s: %d machines, %d subnets, %d pods, %d leases", r.RackName, r.Machines, r.Copied.Subnets, r.Copied.Pods, r.Copied.Leases)

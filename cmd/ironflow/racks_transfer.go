@@ -141,8 +141,8 @@ func waitTransfer(ctx context.Context, tc client.Client, run client.WorkflowRun,
 		if err != nil {
 			return // not answered yet or gone: try again later
 		}
-		if p.Phase != shown.Phase || p.MachinesDone != shown.MachinesDone || p.MachinesFailed != shown.MachinesFailed {
-			fmt.Fprintf(progress, "%s (machines %d/%d, %d failed)\n", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed)
+		if p.Phase != shown.Phase || p.MachinesDone != shown.MachinesDone || p.MachinesFailed != shown.MachinesFailed || p.MachinesSkipped != shown.MachinesSkipped {
+			fmt.Fprintf(progress, "%s (machines %d/%d, %d failed, %d skipped)\n", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped)
 		}
 		printNewErrors(progress, shown.Errors, p.Errors)
 		shown = p

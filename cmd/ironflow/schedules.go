@@ -191,12 +191,15 @@ type bulkResult struct{ workflows.BulkMigrateResult }
 type bulkRow struct{ machine, status, err string }
 
 func (r bulkResult) rows() []bulkRow {
-	rows := make([]bulkRow, 0, len(r.Succeeded)+len(r.Failed))
+	rows := make([]bulkRow, 0, len(r.Succeeded)+len(r.Failed)+len(r.Skipped))
 	for _, m := range r.Succeeded {
 		rows = append(rows, bulkRow{m, "migrated", ""})
 	}
 	for _, f := range r.Failed {
 		rows = append(rows, bulkRow{f.Machine, "failed", f.Error})
+	}
+	for _, s := range r.Skipped {
+		rows = append(rows, bulkRow{s.Machine, "skipped", s.Reason})
 	}
 	return rows
 }
@@ -215,10 +218,10 @@ func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, pro
 	err := followRun(ctx, run, &res.BulkMigrateResult, func() {
 		// The latest run: after continue-as-new the first run no longer answers.
 		p, err := queryAs[workflows.BulkProgress](ctx, tc, run.GetID(), "")
-		if err != nil || p.Total == shown.Total && p.Done == shown.Done && p.Failed == shown.Failed && p.Running == shown.Running {
+		if err != nil || p.Total == shown.Total && p.Done == shown.Done && p.Failed == shown.Failed && p.Running == shown.Running && p.Skipped == shown.Skipped {
 			return
 		}
-		fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d running\n", p.Done, p.Total, p.Failed, p.Running)
+		fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d skipped, %d running\n", p.Done, p.Total, p.Failed, p.Skipped, p.Running)
 		shown = p
 	})
 	switch {
@@ -229,7 +232,7 @@ func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, pro
 	case err != nil:
 		return res, fmt.Errorf("bulk migration %s failed: %s", run.GetID(), failureMessage(err))
 	}
-	fmt.Fprintf(progress, "%d/%d migrated, %d failed\n", len(res.Succeeded), res.Total, len(res.Failed))
+	fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d skipped\n", len(res.Succeeded), res.Total, len(res.Failed), len(res.Skipped))
 	return res, nil
 }
 

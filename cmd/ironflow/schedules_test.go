@@ -173,7 +173,7 @@ func TestBulkCommandMigratesAPool(t *testing.T) {
 	s := newBulkSetup(t, 3, 1)
 	name := "now-" + uuid.NewString()
 	code, out, stderr := ironflow(t, "", "migrations", "bulk", "--name", name, "--from", "region-a", "--to", "region-b", "--pool", s.pool, "--window", "2", "--wait")
-	if code == 0 || !strings.Contains(stderr, "1 of 4 machines failed to migrate") || !strings.Contains(stderr, "3/4 migrated, 1 failed\n") {
+	if code == 0 || !strings.Contains(stderr, "1 of 4 machines failed to migrate") || !strings.Contains(stderr, "3/4 migrated, 1 failed, 0 skipped\n") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	res := decode[workflows.BulkMigrateResult](t, out)
