@@ -147,12 +147,24 @@ func open(o Options) (_ *process, err error) {
 			p.services = append(p.services, running(&p.ctrl.tftpUp, srv.Serve))
 		}
 		if o.HTTPListen != "" {
-			srv, err := httpboot.New(httpboot.Config{Addr: o.HTTPListen, Dir: dir, Machines: cfg, Discovery: o.Discovery,
+			srv, err := httpboot.New(httpboot.Config{Dir: dir, Machines: cfg, Discovery: o.Discovery,
 				Region: p.link, Registry: reg, Logger: p.log})
 			if err != nil {
 				return nil, err
 			}
-			p.services = append(p.services, running(&p.ctrl.httpUp, srv.Serve))
+			// Bound here, like the DHCP sockets: a port in use fails open, and the socket
+			// belongs to the network namespace open runs in.
+			ln, err := net.Listen("tcp", o.HTTPListen)
+			if err != nil {
+				return nil, fmt.Errorf("HTTP boot listen %s: %w", o.HTTPListen, err)
+			}
+			p.closers = append(p.closers, func() error {
+				if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+					return err
+				}
+				return nil
+			})
+			p.services = append(p.services, running(&p.ctrl.httpUp, func(ctx context.Context) error { return srv.ServeListener(ctx, ln) }))
 		}
 	}
 	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
