@@ -33,18 +33,18 @@ import (
 type Options struct {
 	StateDir string // default DefaultStateDir
 
-	DHCPInterfaces []string // broadcast DHCP on these interfaces
+	DHCPInterfaces  []string   // broadcast DHCP on these interfaces
+	DHCPRelayListen string     // "ip:port" for relayed requests, e.g. "127.0.0.1:1067"
+	ServerIP        netip.Addr // the rack's address for relayed clients (option 54, TFTP); default: the relay listen IP
+	TFTPListen      string     // e.g. ":69"
+	HTTPListen      string     // e.g. ":5248"
+	HTTPBootURL     string     // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
+	BootDir         string     // served by TFTP and HTTP
+	IPXEDir         string     // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
+	Discovery       httpboot.Boot
 	// RouterAdvertisements answers IPv6 router solicitations on DHCPInterfaces with an
 	// advertisement of nothing (rack/ra), so iPXE boots without waiting ~17 s for IPv6.
 	RouterAdvertisements bool
-	DHCPRelayListen      string     // "ip:port" for relayed requests, e.g. "127.0.0.1:1067"
-	ServerIP             netip.Addr // the rack's address for relayed clients (option 54, TFTP); default: the relay listen IP
-	TFTPListen           string     // e.g. ":69"
-	HTTPListen           string     // e.g. ":5248"
-	HTTPBootURL          string     // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
-	BootDir              string     // served by TFTP and HTTP
-	IPXEDir              string     // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
-	Discovery            httpboot.Boot
 
 	Temporal      client.Options    // the rack's worker; an empty HostPort runs none
 	RegionSecrets map[string]string // rack secrets of regions the rack may move to, by name
