@@ -178,13 +178,15 @@ func open(o Options) (_ *process, err error) {
 		}
 		p.services = append(p.services, running(&p.ctrl.dhcpUp, srv.Serve))
 	}
-	// Last: nothing fails after the socket is open, and Serve closes it.
+	// Last: nothing fails after the socket is open, and Serve closes it. A host without IPv6
+	// serves DHCP all the same; iPXE then only boots later.
 	if len(o.DHCPInterfaces) > 0 && o.RouterAdvertisements {
 		r, err := ra.Listen(o.DHCPInterfaces, p.log.With("component", "ra"))
 		if err != nil {
-			return nil, err
+			p.log.Warn("not answering IPv6 router solicitations: iPXE clients wait for IPv6 before they boot", "error", err)
+		} else {
+			p.services = append(p.services, r.Serve)
 		}
-		p.services = append(p.services, r.Serve)
 	}
 	return p, nil
 }
