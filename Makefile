@@ -41,8 +41,12 @@ lint:
 	@# go.mod lists exactly what the code imports, direct dependencies not marked indirect.
 	$(GO) mod tidy -diff
 
+# The DHCP server and TFTP; a rack's config poll on the region; Ironflow's DHCP against Kea
+# under perfdhcp (skipped, saying so, without perfdhcp and kea-dhcp4 or without root).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/
+	$(GO) test -run '^$$' -bench RackConfig -benchtime 200x -cpu 1 ./region/store/ ./region/server/
+	./scripts/bench-dhcp-vs-kea.sh
 
 # Bounded fuzzing of the packet and path parsers, and of the region's request decoding,
 # keys and filters.

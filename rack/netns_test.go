@@ -79,11 +79,15 @@ func (v *vethRack) machine(t *testing.T, name string, mac net.HardwareAddr, addr
 	}
 }
 
-// start runs `rack serve --dhcp-interface` in the rack's namespace until the test ends.
-func (v *vethRack) start(t *testing.T) {
+// start runs `rack serve --dhcp-interface` in the rack's namespace until the test ends;
+// opts adjust its options.
+func (v *vethRack) start(t *testing.T, opts ...func(*Options)) {
 	t.Helper()
 	o := rackOptions(t, v.dir)
 	o.DHCPInterfaces, o.DHCPRelayListen, o.TFTPListen = []string{v.rackIf}, "", ""
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var p *process
 	netnstest.Run(t, v.rackNS, func() (err error) { // the interface socket belongs to the rack's namespace
 		p, err = open(o)

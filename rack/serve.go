@@ -23,6 +23,7 @@ import (
 	"github.com/ironflow/ironflow/rack/dhcp"
 	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/leases"
+	"github.com/ironflow/ironflow/rack/ra"
 	"github.com/ironflow/ironflow/rack/regionlink"
 	"github.com/ironflow/ironflow/rack/tftp"
 	"github.com/ironflow/ironflow/region/api"
@@ -41,6 +42,9 @@ type Options struct {
 	BootDir         string     // served by TFTP and HTTP
 	IPXEDir         string     // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
 	Discovery       httpboot.Boot
+	// RouterAdvertisements answers IPv6 router solicitations on DHCPInterfaces with an
+	// advertisement of nothing (rack/ra), so iPXE boots without waiting ~17 s for IPv6.
+	RouterAdvertisements bool
 
 	Temporal      client.Options    // the rack's worker; an empty HostPort runs none
 	RegionSecrets map[string]string // rack secrets of regions the rack may move to, by name
@@ -147,12 +151,24 @@ func open(o Options) (_ *process, err error) {
 			p.services = append(p.services, running(&p.ctrl.tftpUp, srv.Serve))
 		}
 		if o.HTTPListen != "" {
-			srv, err := httpboot.New(httpboot.Config{Addr: o.HTTPListen, Dir: dir, Machines: cfg, Discovery: o.Discovery,
+			srv, err := httpboot.New(httpboot.Config{Dir: dir, Machines: cfg, Discovery: o.Discovery,
 				Region: p.link, Registry: reg, Logger: p.log})
 			if err != nil {
 				return nil, err
 			}
-			p.services = append(p.services, running(&p.ctrl.httpUp, srv.Serve))
+			// Bound here, like the DHCP sockets: a port in use fails open, and the socket
+			// belongs to the network namespace open runs in.
+			ln, err := net.Listen("tcp", o.HTTPListen)
+			if err != nil {
+				return nil, fmt.Errorf("HTTP boot listen %s: %w", o.HTTPListen, err)
+			}
+			p.closers = append(p.closers, func() error {
+				if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+					return err
+				}
+				return nil
+			})
+			p.services = append(p.services, running(&p.ctrl.httpUp, func(ctx context.Context) error { return srv.ServeListener(ctx, ln) }))
 		}
 	}
 	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
@@ -161,6 +177,16 @@ func open(o Options) (_ *process, err error) {
 			return nil, err
 		}
 		p.services = append(p.services, running(&p.ctrl.dhcpUp, srv.Serve))
+	}
+	// Last: nothing fails after the socket is open, and Serve closes it. A host without IPv6
+	// serves DHCP all the same; iPXE then only boots later.
+	if len(o.DHCPInterfaces) > 0 && o.RouterAdvertisements {
+		r, err := ra.Listen(o.DHCPInterfaces, p.log.With("component", "ra"))
+		if err != nil {
+			p.log.Warn("not answering IPv6 router solicitations: iPXE clients wait for IPv6 before they boot", "error", err)
+		} else {
+			p.services = append(p.services, r.Serve)
+		}
 	}
 	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,18 +25,19 @@ func newRackCommand() *cobra.Command {
 // Flags of the rack commands; each falls back to its environment variable. List flags read
 // a comma-separated variable.
 var rackFlagEnvs = map[string]string{
-	"url":                 "IRONFLOW_RACK_URLS",
-	"secret":              "IRONFLOW_RACK_SECRET",
-	"name":                "IRONFLOW_RACK_NAME",
-	"state-dir":           "IRONFLOW_RACK_STATE_DIR",
-	"dhcp-interface":      "IRONFLOW_DHCP_INTERFACES",
-	"dhcp-relay-listen":   "IRONFLOW_DHCP_RELAY_LISTEN",
-	"server-ip":           "IRONFLOW_RACK_SERVER_IP",
-	"tftp-listen":         "IRONFLOW_TFTP_LISTEN",
-	"http-listen":         "IRONFLOW_HTTP_LISTEN",
-	"http-boot-url":       "IRONFLOW_HTTP_BOOT_URL",
-	"boot-dir":            "IRONFLOW_BOOT_DIR",
-	"region-secrets-file": "IRONFLOW_RACK_REGION_SECRETS_FILE",
+	"url":                   "IRONFLOW_RACK_URLS",
+	"secret":                "IRONFLOW_RACK_SECRET",
+	"name":                  "IRONFLOW_RACK_NAME",
+	"state-dir":             "IRONFLOW_RACK_STATE_DIR",
+	"dhcp-interface":        "IRONFLOW_DHCP_INTERFACES",
+	"dhcp-relay-listen":     "IRONFLOW_DHCP_RELAY_LISTEN",
+	"router-advertisements": "IRONFLOW_ROUTER_ADVERTISEMENTS",
+	"server-ip":             "IRONFLOW_RACK_SERVER_IP",
+	"tftp-listen":           "IRONFLOW_TFTP_LISTEN",
+	"http-listen":           "IRONFLOW_HTTP_LISTEN",
+	"http-boot-url":         "IRONFLOW_HTTP_BOOT_URL",
+	"boot-dir":              "IRONFLOW_BOOT_DIR",
+	"region-secrets-file":   "IRONFLOW_RACK_REGION_SECRETS_FILE",
 }
 
 // rackFlag is the flag's value, else its environment variable, else its default.
@@ -118,6 +120,7 @@ func newRackServeCommand() *cobra.Command {
 	f := c.Flags()
 	f.String("state-dir", rack.DefaultStateDir, "state directory"+rackEnvHelp("state-dir"))
 	f.StringArray("dhcp-interface", nil, "serve broadcast DHCP on this interface; repeatable"+rackEnvHelp("dhcp-interface"))
+	f.Bool("router-advertisements", true, "answer IPv6 router solicitations on the DHCP interfaces with an empty advertisement (no prefix, not a default router), so iPXE does not wait for IPv6; turn off where the link has an IPv6 router"+rackEnvHelp("router-advertisements"))
 	f.String("dhcp-relay-listen", "", "ip:port for relayed DHCP requests, e.g. 127.0.0.1:1067"+rackEnvHelp("dhcp-relay-listen"))
 	f.String("server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)"+rackEnvHelp("server-ip"))
 	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+rackEnvHelp("tftp-listen"))
@@ -149,6 +152,11 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 		Version:         version,
 		Logger:          logger,
 	}
+	ras, err := strconv.ParseBool(rackFlag(cmd, "router-advertisements"))
+	if err != nil {
+		return rack.Options{}, fmt.Errorf("--router-advertisements %q: want true or false", rackFlag(cmd, "router-advertisements"))
+	}
+	o.RouterAdvertisements = ras
 	if ip := rackFlag(cmd, "server-ip"); ip != "" {
 		a, err := netip.ParseAddr(ip)
 		if err != nil || !a.Is4() {

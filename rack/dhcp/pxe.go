@@ -28,11 +28,21 @@ const (
 	bootFilesPath  = "/boot/"
 )
 
+// iPXE's encapsulated options (option 175) and the one that tells it not to wait for
+// ProxyDHCP offers after ours (DHCP_EB_NO_PXEDHCP in iPXE's include/ipxe/dhcp.h). Without it,
+// iPXE waits for a ProxyDHCP offer after an offer without "PXEClient" (about 3 s).
+const (
+	optIPXEEncap  dhcpv4.GenericOptionCode = 175
+	ipxeNoPXEDHCP byte                     = 176
+)
+
 // bootParams is what a PXE client is told.
 type bootParams struct {
 	file        string     // option 67 and the header's file field
 	nextServer  netip.Addr // siaddr and option 66; zero for HTTP
 	vendorClass string     // option 60 in the reply, "" for none
+	// noProxyDHCP tells iPXE the rack is its only boot server: no ProxyDHCP offer to wait for.
+	noProxyDHCP bool
 }
 
 // isIPXE reports whether the request comes from iPXE (option 77 user class "iPXE").
@@ -52,7 +62,7 @@ func (c *compiled) bootFor(req *dhcpv4.DHCPv4, s *Subnet, serverIP netip.Addr) (
 		if c.httpBaseURL == "" {
 			return bootParams{}, false
 		}
-		return bootParams{file: c.httpBaseURL + ipxeScriptPath}, true
+		return bootParams{file: c.httpBaseURL + ipxeScriptPath, noProxyDHCP: true}, true
 	}
 	archs := req.ClientArch()
 	if len(archs) == 0 {
@@ -91,5 +101,8 @@ func (p bootParams) apply(resp *dhcpv4.DHCPv4) {
 	}
 	if p.vendorClass != "" {
 		resp.UpdateOption(dhcpv4.OptClassIdentifier(p.vendorClass))
+	}
+	if p.noProxyDHCP {
+		resp.UpdateOption(dhcpv4.OptGeneric(optIPXEEncap, []byte{ipxeNoPXEDHCP, 1, 1}))
 	}
 }

@@ -35,7 +35,6 @@ type Region interface {
 
 // Config configures a Server.
 type Config struct {
-	Addr      string // default DefaultAddr
 	Dir       *bootfs.Dir
 	Machines  MachineLookup
 	Discovery Boot // what unknown machines boot: the enlistment/discovery environment
@@ -109,9 +108,6 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Discovery.validate(); err != nil {
 		return nil, fmt.Errorf("httpboot: discovery boot: %w", err)
 	}
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -137,15 +133,6 @@ func New(cfg Config) (*Server, error) {
 
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// Serve listens on the configured address until ctx ends.
-func (s *Server) Serve(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("httpboot listen %s: %w", s.cfg.Addr, err)
-	}
-	return s.ServeListener(ctx, ln)
-}
 
 // ServeListener serves on ln until ctx ends, then shuts down gracefully: requests in flight
 // (a kernel download, a proxied agent call) get up to 30 seconds to finish. At most

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/ironflow/ironflow/internal/atomicfile"
 )
@@ -20,6 +21,11 @@ import (
 const (
 	configFile     = "config.json"
 	maxConfigBytes = 16 << 20
+	// minConfigSpacing is the least time between config polls after a change.
+	minConfigSpacing = time.Second
+	// longPollSlack is how long past its wait a long poll may take before the rack gives up on
+	// it (a region host that vanished without closing the connection).
+	longPollSlack = 15 * time.Second
 )
 
 // cachedConfig is the last accepted rack config, as held in memory and on disk.
@@ -67,20 +73,32 @@ func (l *Link) Config() (json.RawMessage, bool) {
 // for regions that send no ETag, a SHA-256 of the payload. A payload that is not JSON or that
 // OnConfig rejects returns an error and leaves the config in force untouched.
 func (l *Link) SyncConfig(ctx context.Context) (changed bool, err error) {
+	return l.syncConfig(ctx, 0)
+}
+
+// syncConfig is SyncConfig asking the region to hold the request up to wait for a change (a
+// long poll). The request runs unlocked, so a long poll does not hold up other syncs; its
+// answer is dropped when the endpoints were swapped meanwhile (it is the old region's).
+func (l *Link) syncConfig(ctx context.Context, wait time.Duration) (changed bool, err error) {
 	if l.cfg.ConfigPath == "" {
 		return false, errors.New("regionlink: no config path configured")
 	}
 	l.cfgMu.Lock()
-	defer l.cfgMu.Unlock()
+	known := l.config.ETag
+	l.cfgMu.Unlock()
+	epoch := l.epoch.Load()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
 	if err != nil {
 		return false, err
 	}
 	req.URL = &url.URL{Path: l.cfg.ConfigPath}
+	if wait > 0 {
+		req.URL.RawQuery = url.Values{"wait": {wait.String()}}.Encode()
+	}
 	req.Header.Set("Accept", "application/json")
-	if l.config.ETag != "" {
-		req.Header.Set("If-None-Match", l.config.ETag)
+	if known != "" {
+		req.Header.Set("If-None-Match", known)
 	}
 	if l.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+l.cfg.Token)
@@ -105,6 +123,11 @@ func (l *Link) SyncConfig(ctx context.Context) (changed bool, err error) {
 		return false, errors.New("fetch rack config: payload is not valid JSON")
 	}
 
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	if l.epoch.Load() != epoch {
+		return false, errors.New("fetch rack config: the region endpoints were swapped meanwhile; answer dropped")
+	}
 	next := cachedConfig{ETag: resp.Header.Get("ETag"), Config: body, hash: configHash(body)}
 	if l.config.Config != nil && next.hash == l.config.hash {
 		if next.ETag != l.config.ETag {
@@ -121,6 +144,50 @@ func (l *Link) SyncConfig(ctx context.Context) (changed bool, err error) {
 	l.config = next
 	l.log.Info("rack config updated", "etag", next.ETag, "bytes", len(body))
 	return true, l.persistConfig()
+}
+
+// followConfig keeps the config current until ctx ends: long polls that the region answers
+// when the config changes. Polls start at least minConfigSpacing apart after a change (a burst
+// of changes is applied at most once a second) and Interval apart after a failure or an answer
+// that did not wait (a region without long polls, or one whose places for this rack are
+// taken); a poll cut short by SwapEndpoints is sent again at once, to the new region.
+func (l *Link) followConfig(ctx context.Context) {
+	for {
+		start := time.Now()
+		pollCtx, cancel := context.WithTimeout(ctx, l.cfg.ConfigWait+longPollSlack)
+		swapped := l.onSwap(cancel)
+		changed, err := l.syncConfig(pollCtx, l.cfg.ConfigWait)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		next := l.cfg.Interval
+		switch {
+		case swapped():
+			next = 0
+		case err != nil:
+			l.log.Warn("rack config not refreshed; serving the cached one", "error", err)
+		case changed:
+			next = minConfigSpacing
+		}
+		t := time.NewTimer(time.Until(start.Add(next)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// onSwap makes SwapEndpoints call cancel, until the next onSwap; the func it returns says
+// whether a swap happened since.
+func (l *Link) onSwap(cancel context.CancelFunc) func() bool {
+	epoch := l.epoch.Load()
+	l.mu.Lock()
+	l.cancelPoll = cancel
+	l.mu.Unlock()
+	return func() bool { return l.epoch.Load() != epoch }
 }
 
 // configHash hashes the compact form, which is what the cache file holds (json.Marshal compacts

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
 )
 
@@ -129,5 +132,47 @@ func TestCorruptConfigCacheIsAnError(t *testing.T) {
 	}
 	if _, err := newConfigLink(t, dir, &applied{}, "http://127.0.0.1:1"); err == nil {
 		t.Fatal("New accepted a corrupt config cache")
+	}
+}
+
+// TestServeFollowsConfigByLongPoll: with health rounds an hour apart, a changed config still
+// reaches the rack at once, through the long poll the region holds open until it changes.
+func TestServeFollowsConfigByLongPoll(t *testing.T) {
+	r := regionlinktest.Start(t, "a")
+	r.SetConfig(`{"Subnets": ["10.0.0.0/24"]}`, true)
+	var got applied
+	var mu sync.Mutex
+	l, err := New(Config{Endpoints: []string{r.URL}, StateDir: t.TempDir(), ConfigPath: regionlinktest.ConfigPath,
+		Interval: time.Hour, ConfigWait: 30 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		OnConfig: func(raw json.RawMessage) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return got.onConfig(raw)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	applies := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got.configs)
+	}
+	testutil.Eventually(t, 10*time.Second, "the first config applied", func() bool { return applies() == 1 })
+	// The poll after a change comes a second later; without a long poll it would be answered
+	// 304 at once and the next one an hour later.
+	testutil.Eventually(t, 10*time.Second, "the next poll", func() bool { total, _ := r.ConfigFetches(); return total == 2 })
+	r.SetConfig(`{"Subnets": ["10.0.0.0/24", "10.0.1.0/24"]}`, true)
+	testutil.Eventually(t, 10*time.Second, "the changed config applied", func() bool { return applies() == 2 })
+	if total, _ := r.ConfigFetches(); total > 3 {
+		t.Errorf("%d config fetches for one change, want at most 3 (long polls, not polling)", total)
 	}
 }

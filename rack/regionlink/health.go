@@ -14,8 +14,14 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 )
 
-// Serve runs health checks, endpoint discovery and config sync every Interval until ctx ends.
+// Serve runs health checks and endpoint discovery every Interval, and follows the config with
+// long polls, until ctx ends.
 func (l *Link) Serve(ctx context.Context) error {
+	if l.cfg.ConfigPath != "" {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { l.followConfig(ctx) })
+	}
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -28,17 +34,11 @@ func (l *Link) Serve(ctx context.Context) error {
 	}
 }
 
-// refresh is one round: check every endpoint, learn the cluster from the current one, sync config.
+// refresh is one round: check every endpoint, learn the cluster from the current one.
 func (l *Link) refresh(ctx context.Context) {
 	l.checkAll(ctx)
 	if err := l.learn(ctx); err != nil {
 		l.log.Debug("region info not refreshed", "error", err)
-	}
-	if l.cfg.ConfigPath == "" {
-		return
-	}
-	if _, err := l.SyncConfig(ctx); err != nil && ctx.Err() == nil {
-		l.log.Warn("rack config not refreshed; serving the cached one", "error", err)
 	}
 }
 

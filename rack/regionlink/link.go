@@ -5,6 +5,7 @@
 package regionlink
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ironflow/ironflow/internal/atomicfile"
@@ -38,6 +40,9 @@ type Config struct {
 	// ConfigPath is the region path of the rack config, e.g. /api/v1/racks/{uuid}/config.
 	// Empty disables config sync.
 	ConfigPath string
+	// ConfigWait is how long a config poll asks the region to wait for a change before it
+	// answers 304 (default 25s; the region allows at most a minute).
+	ConfigWait time.Duration
 	// OnConfig decodes and applies a config payload; an error rejects the payload and the
 	// previous config stays in force. Called with the cached config by New.
 	OnConfig func(json.RawMessage) error
@@ -61,8 +66,11 @@ type Link struct {
 	urls    map[string]*url.URL // parsed order entries
 	fails   map[string]int      // consecutive failures per endpoint
 	current string
+	// cancelPoll ends the config long poll in flight, which SwapEndpoints makes stale.
+	cancelPoll context.CancelFunc
 
-	cfgMu  sync.Mutex // serialises config syncs
+	epoch  atomic.Int64 // counts SwapEndpoints, so a config answer of the old region is dropped
+	cfgMu  sync.Mutex   // serialises applying configs
 	config cachedConfig
 }
 
@@ -90,6 +98,9 @@ func New(cfg Config) (*Link, error) {
 	}
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = 2 * time.Second
+	}
+	if cfg.ConfigWait <= 0 {
+		cfg.ConfigWait = 25 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -244,6 +255,10 @@ func (l *Link) SwapEndpoints(urls []string) error {
 	}
 	l.log.Info("region endpoints swapped", "from", l.order, "to", seeds)
 	l.setEndpoints(seeds, nil, true)
+	l.epoch.Add(1)
+	if l.cancelPoll != nil {
+		l.cancelPoll()
+	}
 	return nil
 }
 

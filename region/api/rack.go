@@ -8,7 +8,10 @@ import "time"
 //	     Authorization: Bearer <the region's rack secret> (IRONFLOW_RACK_SECRET, or minted at
 //	     first start and shown by `ironflow racks secret` / GET /api/v1/racks/secret, admin only).
 //	     Registering again with the same Uuid is idempotent and returns a fresh token.
-//	GET  /api/v1/racks/{uuid}/config      -> RackConfig, with an ETag; If-None-Match -> 304
+//	GET  /api/v1/racks/{uuid}/config      -> RackConfig, with an ETag; If-None-Match -> 304.
+//	     ?wait=25s (at most 60s) makes a request whose If-None-Match matches a long poll: it is
+//	     answered when the config changes, else with 304 after the wait. A rack has at most
+//	     two long polls waiting; more are answered at once.
 //	POST /api/v1/racks/{uuid}/heartbeat   RackHeartbeat -> Rack (LastSeen and Status updated)
 //	POST /api/v1/racks/{uuid}/leases      []Lease -> LeaseSyncResult (batch upsert by Subnet+Addr;
 //	     invalid leases are refused one by one in Rejected, the rest are stored)
@@ -54,7 +57,7 @@ type RackConfig struct {
 	VLANs        []VLAN        `json:"VLANs"`
 	Subnets      []Subnet      `json:"Subnets"`
 	Reservations []Reservation `json:"Reservations"`
-	Leases       []Lease       `json:"Leases"` // active leases the region knows, so a new or moved rack honours them
+	Leases       []Lease       `json:"Leases"` // active leases of other racks the region knows, so a new or moved rack honours them
 }
 
 // RackHeartbeat is sent by a rack every interval.

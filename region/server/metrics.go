@@ -21,6 +21,8 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	// leasesRejected counts leases of rack batches refused one by one, by store.Reject*.
 	leasesRejected *prometheus.CounterVec
+	// configWaiting counts racks' config long polls waiting for a change.
+	configWaiting prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -39,8 +41,12 @@ func newMetrics() *metrics {
 			Name: "ironflow_lease_records_rejected_total",
 			Help: "Leases of rack lease batches the region refused (the rest of each batch is stored), by reason.",
 		}, []string{"reason"}),
+		configWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ironflow_rack_config_long_polls",
+			Help: "Rack config long polls waiting for a change (at most 2 per rack).",
+		}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected,
+	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected, m.configWaiting,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -2,14 +2,9 @@ package server
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -113,45 +108,6 @@ func ownRack(r *http.Request, c *call) (string, error) {
 		return "", errorf(http.StatusForbidden, "the token of %s may only access its own rack, not %s", c.by.User, id)
 	}
 	return id.String(), nil
-}
-
-// rackConfig answers with the rack's config and an ETag (a hash of the body); a request whose
-// If-None-Match holds that ETag gets 304 Not Modified.
-func (s *Server) rackConfig(w http.ResponseWriter, r *http.Request, c *call) error {
-	id, err := ownRack(r, c)
-	if err != nil {
-		return err
-	}
-	cfg, err := s.st.RackConfig(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	body, err := json.Marshal(cfg)
-	if err != nil {
-		return fmt.Errorf("encode rack config: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
-	w.Header().Set("ETag", etag)
-	if etagMatches(r.Header.Get("If-None-Match"), etag) {
-		w.WriteHeader(http.StatusNotModified)
-		return nil
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write(append(body, '\n'))
-	return nil
-}
-
-// etagMatches applies If-None-Match (RFC 9110 13.1.2, weak comparison) to etag.
-func etagMatches(header, etag string) bool {
-	for tag := range strings.SplitSeq(header, ",") {
-		tag = strings.TrimSpace(tag)
-		if tag == "*" || strings.TrimPrefix(tag, "W/") == etag {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) rackHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {

@@ -231,9 +231,31 @@ func TestRackConfig(t *testing.T) {
 	if c := conditional(); c.code != http.StatusNotModified || len(c.body) != 0 || c.header.Get("ETag") != etag {
 		t.Fatalf("conditional GET: %d %q ETag %q, want 304 with ETag %s", c.code, c.body, c.header.Get("ETag"), etag)
 	}
+	// Nor do the rack's own leases: it has them, and its uploads must not make it re-fetch.
+	own := []api.Lease{{Addr: "10.1.0.150", MAC: "52:54:00:00:01:50", Subnet: s1, State: "active", Start: now, Expires: now.Add(time.Hour)}}
+	if res := doRequest(t, rack.Token, http.MethodPost, e.base+"/api/v1/racks/"+id+"/leases", own); res.code != http.StatusOK {
+		t.Fatalf("lease sync: %d %s", res.code, res.body)
+	}
+	if c := conditional(); c.code != http.StatusNotModified {
+		t.Fatalf("conditional GET after the rack's own lease: %d, want 304: %s", c.code, c.body)
+	}
 	machine("m06", "52:54:00:00:00:06", "10.1.0.12")
-	if c := conditional(); c.code != http.StatusOK || c.header.Get("ETag") == etag {
+	c := conditional()
+	if c.code != http.StatusOK || c.header.Get("ETag") == etag {
 		t.Fatalf("conditional GET after a change: %d, ETag %q (was %q)", c.code, c.header.Get("ETag"), etag)
+	}
+	etag = c.header.Get("ETag")
+	// A lease of another rack on a served subnet is in the config; the rack's own is not.
+	theirs := []api.Lease{{Addr: "10.2.0.150", MAC: "52:54:00:00:02:50", Subnet: s2, State: "active", Start: now, Expires: now.Add(time.Hour)}}
+	if res := doRequest(t, other.Token, http.MethodPost, e.base+"/api/v1/racks/"+other.Rack.Uuid+"/leases", theirs); res.code != http.StatusOK {
+		t.Fatalf("lease sync of the other rack: %d %s", res.code, res.body)
+	}
+	if c = conditional(); c.code != http.StatusOK {
+		t.Fatalf("conditional GET after the other rack's lease: %d, want 200: %s", c.code, c.body)
+	}
+	decodeJSON(t, c, &cfg)
+	if addrs := uuids(len(cfg.Leases), func(i int) string { return cfg.Leases[i].Addr }); !slices.Equal(addrs, []string{"10.1.0.100", "10.2.0.150"}) {
+		t.Fatalf("leases after the other rack's lease %v, want 10.1.0.100 and 10.2.0.150", addrs)
 	}
 
 	// Who may read it.

@@ -49,6 +49,7 @@ type Server struct {
 	mux      *http.ServeMux
 	patterns map[string]bool // registered patterns, to tell the mux's own answers apart
 	metrics  *metrics
+	configs  *configCache
 
 	idMu sync.Mutex
 	uuid string // region UUID, fixed once the database has one
@@ -86,6 +87,7 @@ func New(st *store.Store, cfg Config) *Server {
 		mux:      http.NewServeMux(),
 		patterns: map[string]bool{},
 		metrics:  newMetrics(),
+		configs:  newConfigCache(st),
 	}
 	s.routes()
 	return s

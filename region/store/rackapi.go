@@ -208,14 +208,38 @@ func (s *Store) RackHeartbeat(ctx context.Context, rackUUID string, hb api.RackH
 	return rack, nil
 }
 
-// RackConfig returns what the rack serves, read in one consistent snapshot: the VLANs with
-// DHCPOn it is primary or secondary rack of, their subnets, a reservation for every machine
-// with a MAC and an Address in those subnets (its first MAC), and their active leases.
-// Config.Rack leaves out LastSeen, Status and the heartbeat's Meta keys, which change with
-// heartbeats, so that the config (and its ETag) changes only when what the rack serves changes.
-func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, error) {
-	cfg := api.RackConfig{VLANs: []api.VLAN{}, Subnets: []api.Subnet{}, Reservations: []api.Reservation{}, Leases: []api.Lease{}}
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+// RackConfigRevision is the region's revision of what racks serve (the rack_config_revision
+// row, which triggers bump once per transaction that changes any rack's config).
+type RackConfigRevision struct {
+	Revision int64 // bumped by every change of a rack config
+	Static   int64 // the last revision that changed more than leases
+}
+
+// RackConfigRevision reads the current revision.
+func (s *Store) RackConfigRevision(ctx context.Context) (RackConfigRevision, error) {
+	return configRevision(ctx, s.pool)
+}
+
+func configRevision(ctx context.Context, q querier) (RackConfigRevision, error) {
+	var rev RackConfigRevision
+	err := q.QueryRow(ctx, "SELECT revision, static_revision FROM rack_config_revision").Scan(&rev.Revision, &rev.Static)
+	return rev, classify(err)
+}
+
+// RackConfig returns what the rack serves and the revision it is of, read in one consistent
+// snapshot: the VLANs with DHCPOn it is primary or secondary rack of, their subnets, a
+// reservation for every machine with a MAC and an Address in those subnets (its first MAC),
+// and the active leases of other racks there (ConfigLeases). Config.Rack leaves out LastSeen,
+// Status and the heartbeat's Meta keys, which change with heartbeats, so that the config (and
+// its ETag) changes only when what the rack serves changes.
+func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, RackConfigRevision, error) {
+	cfg := api.RackConfig{VLANs: []api.VLAN{}, Subnets: []api.Subnet{}, Reservations: []api.Reservation{}}
+	var rev RackConfigRevision
+	err := s.snapshot(ctx, func(tx pgx.Tx) error {
+		var err error
+		if rev, err = configRevision(ctx, tx); err != nil {
+			return err
+		}
 		r, err := rackByUUID(ctx, tx, rackUUID, false)
 		if err != nil {
 			return err
@@ -252,25 +276,53 @@ func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig
 		if cfg.Reservations, err = reservations(ctx, tx, subnetIDs); err != nil {
 			return err
 		}
-
-		activeIn := &where{}
-		activeIn.add("subnet = ANY($1::uuid[]) AND doc->>'State' = 'active'", subnetIDs)
-		leaseRows, err := leases.selectRows(ctx, tx, activeIn, "")
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		for _, l := range leaseRows {
-			if l.obj.Expires.After(now) {
-				cfg.Leases = append(cfg.Leases, *l.obj)
-			}
-		}
-		return nil
+		cfg.Leases, err = othersLeases(ctx, tx, cfg.Rack.Uuid, subnetIDs)
+		return err
 	})
 	if err != nil {
-		return api.RackConfig{}, classify(err)
+		return api.RackConfig{}, RackConfigRevision{}, err
 	}
-	return cfg, nil
+	return cfg, rev, nil
+}
+
+// ConfigLeases returns the leases of a rack's config and the revision they are of: the
+// active, unexpired leases in subnets that another rack (or no rack) granted. The rack's own
+// are left out: it holds them already, and its uploads must not change its own config.
+func (s *Store) ConfigLeases(ctx context.Context, rackUUID string, subnetIDs []string) ([]api.Lease, RackConfigRevision, error) {
+	var out []api.Lease
+	var rev RackConfigRevision
+	err := s.snapshot(ctx, func(tx pgx.Tx) error {
+		var err error
+		if rev, err = configRevision(ctx, tx); err != nil {
+			return err
+		}
+		out, err = othersLeases(ctx, tx, rackUUID, subnetIDs)
+		return err
+	})
+	return out, rev, err
+}
+
+// snapshot runs fn in a read-only transaction that sees one consistent state.
+func (s *Store) snapshot(ctx context.Context, fn func(pgx.Tx) error) error {
+	return classify(pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn))
+}
+
+func othersLeases(ctx context.Context, tx pgx.Tx, rackUUID string, subnetIDs []string) ([]api.Lease, error) {
+	activeIn := &where{}
+	activeIn.add("subnet = ANY($1::uuid[]) AND doc->>'State' = 'active'", subnetIDs)
+	activeIn.add("doc->>'Rack' IS DISTINCT FROM $1", rackUUID)
+	leaseRows, err := leases.selectRows(ctx, tx, activeIn, "")
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Lease{}
+	now := time.Now()
+	for _, l := range leaseRows {
+		if l.obj.Expires.After(now) {
+			out = append(out, *l.obj)
+		}
+	}
+	return out, nil
 }
 
 // reservations lists the fixed addresses of machines in the given subnets.

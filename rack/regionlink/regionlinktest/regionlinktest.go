@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -45,6 +46,7 @@ type Region struct {
 	endpoints     []string
 	config        []byte
 	etag          bool
+	configSet     chan struct{} // closed by SetConfig, then replaced: wakes long polls
 	configFetches int
 	notModified   int
 }
@@ -52,7 +54,7 @@ type Region struct {
 // Start runs a region named name; it is closed when the test ends.
 func Start(tb testing.TB, name string) *Region {
 	tb.Helper()
-	r := &Region{Name: name, tb: tb}
+	r := &Region{Name: name, tb: tb, configSet: make(chan struct{})}
 	r.srv = httptest.NewServer(r.handler())
 	r.URL = r.srv.URL
 	r.addr = r.srv.Listener.Addr().String()
@@ -98,11 +100,14 @@ func (r *Region) SetEndpoints(urls ...string) {
 	r.endpoints = urls
 }
 
-// SetConfig sets the rack config; with etag the region sends an ETag and honours If-None-Match.
+// SetConfig sets the rack config; with etag the region sends an ETag and honours If-None-Match
+// and the wait parameter (a long poll, as the region does).
 func (r *Region) SetConfig(body string, etag bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.config, r.etag = []byte(body), etag
+	close(r.configSet)
+	r.configSet = make(chan struct{})
 }
 
 // ConfigFetches counts config requests and how many were answered 304.
@@ -147,22 +152,40 @@ func (r *Region) handler() http.Handler {
 }
 
 func (r *Region) serveConfig(w http.ResponseWriter, req *http.Request) {
+	wait, _ := time.ParseDuration(req.URL.Query().Get("wait"))
+	deadline := time.Now().Add(wait)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.configFetches++
-	if r.config == nil {
-		writeJSON(w, http.StatusNotFound, api.Error{Error: "no config", Code: http.StatusNotFound})
-		return
-	}
-	if r.etag {
+	for {
+		if r.config == nil {
+			writeJSON(w, http.StatusNotFound, api.Error{Error: "no config", Code: http.StatusNotFound})
+			return
+		}
+		if !r.etag {
+			break
+		}
 		sum := sha256.Sum256(r.config)
 		tag := `"` + hex.EncodeToString(sum[:8]) + `"`
 		w.Header().Set("ETag", tag)
-		if req.Header.Get("If-None-Match") == tag {
+		if req.Header.Get("If-None-Match") != tag {
+			break
+		}
+		if !time.Now().Before(deadline) || req.Context().Err() != nil {
 			r.notModified++
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
+		set := r.configSet
+		r.mu.Unlock()
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-set:
+		case <-t.C:
+		case <-req.Context().Done():
+		}
+		t.Stop()
+		r.mu.Lock()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(r.config)
