@@ -35,16 +35,26 @@ const (
 	currentJob  = "5a6b7c8d-1e2f-4a3b-8c9d-0e1f2a3b4c5d"
 	doneJob     = "6b7c8d9e-2f3a-4b4c-9d0e-1f2a3b4c5d6e"
 	unknownUUID = "00000000-0000-4000-8000-0000000000ff"
+
+	rackUUID      = "aaaaaaaa-0000-4000-8000-00000000000a"
+	otherRackUUID = "aaaaaaaa-0000-4000-8000-00000000000b"
 )
+
+func rackA() api.Rack {
+	return api.Rack{Uuid: rackUUID, Name: "rack-a", Status: api.RackOnline, RegionEndpoints: []string{"https://region-a.example:5240"}}
+}
 
 // region is one region under contract: what the activities call, and how a case puts
 // objects into it as they are.
 type region struct {
 	activities.Region
+	rack       activities.RackRegion
 	name, url  string
 	putMachine func(t *testing.T, m api.Machine)
 	putJob     func(t *testing.T, j api.Job)
 	putProfile func(t *testing.T, p api.Profile)
+	putRack    func(t *testing.T, r api.Rack)
+	queueOp    func(t *testing.T, rack string, op api.PendingOperation)
 }
 
 // pair is a source and a target region of one implementation.
@@ -64,10 +74,16 @@ func fakePair(*testing.T) pair {
 		url := "https://" + name + ".example:5240"
 		r := regiontest.New(name, url, journal)
 		return region{
-			Region: r, name: name, url: url,
+			Region: r, rack: r, name: name, url: url,
 			putMachine: func(_ *testing.T, m api.Machine) { r.Put(m) },
 			putJob:     func(_ *testing.T, j api.Job) { r.PutJobs(j) },
 			putProfile: func(_ *testing.T, p api.Profile) { r.PutProfiles(p) },
+			putRack:    func(_ *testing.T, rack api.Rack) { r.PutRack(rack, api.RackBundle{}) },
+			queueOp: func(t *testing.T, rack string, op api.PendingOperation) {
+				if _, err := r.QueueRackOperation(ctx, rack, op); err != nil {
+					t.Fatal(err)
+				}
+			},
 		}
 	}
 	return pair{fake("region-a"), fake("region-b")}
@@ -106,12 +122,24 @@ func realRegion(t *testing.T, name string) region {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	c := client.New(url, token)
+	c := activities.ClientRegion{Client: client.New(url, token)}
+	admin := store.Principal{User: "contract", Role: api.RoleAdmin}
 	return region{
-		Region: activities.ClientRegion{Client: c}, name: name, url: url,
+		Region: c, rack: c, name: name, url: url,
 		putMachine: func(t *testing.T, m api.Machine) { create(t, c.Machines(), m) },
 		putJob:     func(t *testing.T, j api.Job) { create(t, c.Jobs(), j) },
 		putProfile: func(t *testing.T, p api.Profile) { create(t, c.Profiles(), p) },
+		// Racks create themselves by registering: the store puts them as they are.
+		putRack: func(t *testing.T, r api.Rack) {
+			if err := st.Create(ctx, admin, api.KindRacks, &r); err != nil {
+				t.Fatal(err)
+			}
+		},
+		queueOp: func(t *testing.T, rack string, op api.PendingOperation) {
+			if err := st.QueueRackOperation(ctx, admin, rack, &op); err != nil {
+				t.Fatal(err)
+			}
+		},
 	}
 }
 
@@ -471,6 +499,100 @@ var contract = []contractCase{
 		wantStatus(t, "redirect for another migration", err, http.StatusConflict)
 		_, err = p.dst.RedirectCopy(ctx, "00000000-0000-4000-8000-0000000000fe", api.RedirectCopyRequest{RedirectEndpoint: p.src.url, Migration: migration})
 		wantStatus(t, "redirect no machine", err, http.StatusNotFound)
+	}},
+	{"pause holds a rack, unpause lets it go", func(t *testing.T, p pair) {
+		p.src.putRack(t, rackA())
+		for range 2 {
+			if r := must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID)); r.Status != api.RackPaused {
+				t.Errorf("paused rack: %+v", r)
+			}
+		}
+		for range 2 {
+			if r := must[api.Rack](t, "unpause")(p.src.rack.UnpauseRack(ctx, rackUUID)); r.Status == api.RackPaused {
+				t.Errorf("unpaused rack: %+v", r)
+			}
+		}
+		_, err := p.src.rack.PauseRack(ctx, unknownUUID)
+		wantStatus(t, "pause no rack", err, http.StatusNotFound)
+		_, err = p.src.rack.GetRack(ctx, unknownUUID)
+		wantStatus(t, "get no rack", err, http.StatusNotFound)
+	}},
+	{"a rack exports with the machines behind it", func(t *testing.T, p pair) {
+		p.src.putRack(t, rackA())
+		p.src.putMachine(t, api.Machine{Uuid: machineUUID, Name: "robin", Rack: rackUUID, HardwareAddrs: []string{"52:54:00:aa:bb:01"}})
+		p.src.putMachine(t, api.Machine{Uuid: unknownUUID, Name: "wren"})
+		b := must[api.RackBundle](t, "export")(p.src.rack.ExportRack(ctx, rackUUID))
+		if b.Rack.Uuid != rackUUID || len(b.Machines) != 1 || b.Machines[0].Name != "robin" || len(b.Machines[0].HardwareAddrs) != 1 {
+			t.Errorf("bundle: rack %+v, machines %+v", b.Rack, b.Machines)
+		}
+		_, err := p.src.rack.ExportRack(ctx, unknownUUID)
+		wantStatus(t, "export no rack", err, http.StatusNotFound)
+	}},
+	{"a rack imports paused, once, refusing what clashes, and its import can be undone", func(t *testing.T, p pair) {
+		p.src.putRack(t, rackA())
+		p.src.putMachine(t, api.Machine{Uuid: machineUUID, Name: "robin", Rack: rackUUID, HardwareAddrs: []string{"52:54:00:aa:bb:01"}})
+		b := must[api.RackBundle](t, "export")(p.src.rack.ExportRack(ctx, rackUUID))
+		p.dst.putRack(t, api.Rack{Uuid: otherRackUUID, Name: "rack-a"})
+		p.dst.putMachine(t, api.Machine{Uuid: unknownUUID, Name: "robin"})
+		check := must[api.TransferCheck](t, "check")(p.dst.rack.CheckRackImport(ctx, b))
+		if len(check.Conflicts) != 2 {
+			t.Errorf("conflicts %q, want the rack name and the machine name", check.Conflicts)
+		}
+		_, err := p.dst.rack.ImportRack(ctx, b)
+		wantStatus(t, "import over conflicts", err, http.StatusConflict)
+		b.Rack.Name = "rack-a2"
+		b.Machines[0].Name = "robin2"
+		if check := must[api.TransferCheck](t, "check")(p.dst.rack.CheckRackImport(ctx, b)); len(check.Conflicts) != 0 {
+			t.Errorf("conflicts %q, want none", check.Conflicts)
+		}
+		if res := must[api.RackImport](t, "import")(p.dst.rack.ImportRack(ctx, b)); res.Created == 0 {
+			t.Errorf("first import created nothing: %+v", res)
+		}
+		if res := must[api.RackImport](t, "import again")(p.dst.rack.ImportRack(ctx, b)); res.Created != 0 {
+			t.Errorf("retried import created %d", res.Created)
+		}
+		if r := must[api.Rack](t, "get")(p.dst.rack.GetRack(ctx, rackUUID)); r.Status != api.RackPaused || len(r.RegionEndpoints) != 0 {
+			t.Errorf("imported rack: %+v", r)
+		}
+		for range 2 {
+			wantStatus(t, "undo the import", p.dst.rack.UndoRackImport(ctx, rackUUID), 0)
+		}
+		_, err = p.dst.rack.GetRack(ctx, rackUUID)
+		wantStatus(t, "get the undone rack", err, http.StatusNotFound)
+		if _, err := p.dst.rack.GetRack(ctx, otherRackUUID); err != nil {
+			t.Errorf("the undo removed a rack it did not import: %v", err)
+		}
+	}},
+	{"only a paused rack is handed over", func(t *testing.T, p pair) {
+		p.src.putRack(t, rackA())
+		wantStatus(t, "hand over a rack not paused", p.src.rack.HandOverRack(ctx, rackUUID), http.StatusConflict)
+		must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID))
+		wantStatus(t, "hand over", p.src.rack.HandOverRack(ctx, rackUUID), 0)
+		_, err := p.src.rack.GetRack(ctx, rackUUID)
+		wantStatus(t, "get the handed-over rack", err, http.StatusNotFound)
+		wantStatus(t, "hand over no rack", p.src.rack.HandOverRack(ctx, rackUUID), http.StatusNotFound)
+	}},
+	{"a paused rack's operations are released once, with those handed over", func(t *testing.T, p pair) {
+		p.src.putRack(t, rackA())
+		p.src.putMachine(t, api.Machine{Uuid: machineUUID, Name: "robin", Rack: rackUUID})
+		must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID))
+		p.src.queueOp(t, rackUUID, api.PendingOperation{Target: machineUUID, Kind: "power", Payload: map[string]any{"Action": "on"}})
+		if ops := must[[]api.PendingOperation](t, "list")(p.src.rack.RackOperations(ctx, rackUUID)); len(ops) != 1 || ops[0].Target != machineUUID {
+			t.Errorf("queued: %+v", ops)
+		}
+		rel := api.OperationsRelease{Origin: "region-x", Operations: []api.PendingOperation{{ID: 7, Target: rackUUID, Kind: "reboot"}}}
+		released := must[[]api.PendingOperation](t, "release")(p.src.rack.ReleaseRackOperations(ctx, rackUUID, rel))
+		if len(released) != 2 || !released[0].Released || released[0].Kind != "power" || released[1].Kind != "reboot" {
+			t.Errorf("released: %+v", released)
+		}
+		if again := must[[]api.PendingOperation](t, "release again")(p.src.rack.ReleaseRackOperations(ctx, rackUUID, rel)); len(again) != 0 {
+			t.Errorf("a retried release released %+v", again)
+		}
+		if ops := must[[]api.PendingOperation](t, "list")(p.src.rack.RackOperations(ctx, rackUUID)); len(ops) != 0 {
+			t.Errorf("left after the release: %+v", ops)
+		}
+		_, err := p.src.rack.ReleaseRackOperations(ctx, rackUUID, api.OperationsRelease{Operations: rel.Operations})
+		wantStatus(t, "handed-over operations without their origin", err, http.StatusUnprocessableEntity)
 	}},
 	{"every primitive answers 404 for no machine", func(t *testing.T, p pair) {
 		calls := map[string]func() error{

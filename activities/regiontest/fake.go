@@ -29,7 +29,10 @@ type Region struct {
 	snapshots map[string]snapshot    // by machine UUID, taken at quiesce
 	tickets   map[string]*ticket     // by token
 	minted    int                    // tickets minted so far
-	failures  map[string]failure     // by method name
+	racks     map[string]*rackState  // by UUID
+	ops       []*pendingOp           // queued rack operations, oldest first
+	opSeq     int64
+	failures  map[string]failure // by method name
 	journal   *Journal
 }
 
@@ -82,6 +85,7 @@ func New(name, url string, journal *Journal) *Region {
 		profiles:  map[string]api.Profile{},
 		snapshots: map[string]snapshot{},
 		tickets:   map[string]*ticket{},
+		racks:     map[string]*rackState{},
 		failures:  map[string]failure{},
 		journal:   journal,
 	}
