@@ -82,6 +82,21 @@ func (snap snapshot) live(m api.Machine) api.Machine {
 	return l
 }
 
+// machineOp runs fn on the machine at key, under the lock, once the call is recorded and
+// no failure is injected.
+func (r *Region) machineOp(method, key string, fn func(m api.Machine) (api.Machine, error)) (api.Machine, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter(method, key, true); err != nil {
+		return api.Machine{}, err
+	}
+	m, err := r.lookup(key)
+	if err != nil {
+		return m, err
+	}
+	return fn(m)
+}
+
 // MintTicket implements activities.Region.
 func (r *Region) MintTicket(context.Context, api.TicketRequest) (api.Ticket, error) {
 	r.mu.Lock()
@@ -97,61 +112,47 @@ func (r *Region) MintTicket(context.Context, api.TicketRequest) (api.Ticket, err
 
 // Quiesce implements activities.Region.
 func (r *Region) Quiesce(_ context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Quiesce", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	if strings.TrimSpace(req.Migration) == "" {
-		return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "quiesce needs the migration that holds the machine")
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	switch held := m.Meta[api.MetaMigrating]; {
-	case isStub(m):
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was already migrated to %s", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
-	case held == req.Migration:
+	return r.machineOp("Quiesce", key, func(m api.Machine) (api.Machine, error) {
+		if strings.TrimSpace(req.Migration) == "" {
+			return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "quiesce needs the migration that holds the machine")
+		}
+		switch held := m.Meta[api.MetaMigrating]; {
+		case isStub(m):
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was already migrated to %s", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
+		case held == req.Migration:
+			return cloneMachine(m), nil
+		case held != "":
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s is being migrated by %s", m.Uuid, held)
+		case m.WorkOrderMode:
+			return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
+		}
+		r.snapshots[m.Uuid] = snapshot{migration: req.Migration, machine: cloneMachine(m), jobs: r.jobsOf(m.Uuid)}
+		m = cloneMachine(m)
+		m.Runnable = false
+		if m.Meta == nil {
+			m.Meta = map[string]string{}
+		}
+		m.Meta[api.MetaMigrating] = req.Migration
+		r.machines[m.Uuid] = m
 		return cloneMachine(m), nil
-	case held != "":
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s is being migrated by %s", m.Uuid, held)
-	case m.WorkOrderMode:
-		return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
-	}
-	r.snapshots[m.Uuid] = snapshot{migration: req.Migration, machine: cloneMachine(m), jobs: r.jobsOf(m.Uuid)}
-	m = cloneMachine(m)
-	m.Runnable = false
-	if m.Meta == nil {
-		m.Meta = map[string]string{}
-	}
-	m.Meta[api.MetaMigrating] = req.Migration
-	r.machines[m.Uuid] = m
-	return cloneMachine(m), nil
+	})
 }
 
 // Unquiesce implements activities.Region: without a snapshot the machine is unchanged.
 func (r *Region) Unquiesce(_ context.Context, key string) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Unquiesce", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	snap, ok := r.snapshots[m.Uuid]
-	switch {
-	case !ok:
+	return r.machineOp("Unquiesce", key, func(m api.Machine) (api.Machine, error) {
+		snap, ok := r.snapshots[m.Uuid]
+		switch {
+		case !ok:
+			return cloneMachine(m), nil
+		case isStub(m):
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; restore the migration before unquiescing", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
+		}
+		m = snap.live(m)
+		r.machines[m.Uuid] = m
+		delete(r.snapshots, m.Uuid)
 		return cloneMachine(m), nil
-	case isStub(m):
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; restore the migration before unquiescing", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
-	}
-	m = snap.live(m)
-	r.machines[m.Uuid] = m
-	delete(r.snapshots, m.Uuid)
-	return cloneMachine(m), nil
+	})
 }
 
 // Export implements activities.Region: the machine as it was before quiesce (a stub's
@@ -257,28 +258,21 @@ func (r *Region) ticketFor(token, machine string) (t *ticket, reused bool, err e
 // FinalizeMigration implements activities.Region: the quiesced machine becomes the locked
 // stub redirecting to the endpoint; again to the same endpoint changes nothing.
 func (r *Region) FinalizeMigration(_ context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("FinalizeMigration", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	if to := m.Meta[api.MetaRedirectEndpoint]; to == req.RedirectEndpoint {
-		return cloneMachine(m), nil
-	} else if to != "" {
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was already migrated to %s", m.Name, m.Uuid, to)
-	}
-	snap, ok := r.snapshots[m.Uuid]
-	if !ok {
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is not quiesced; quiesce it before finalizing its migration", m.Name, m.Uuid)
-	}
-	live := snap.live(m)
-	snap.machine, snap.jobs = cloneMachine(live), r.jobsOf(m.Uuid)
-	r.snapshots[m.Uuid] = snap
-	return r.stub(live, req.RedirectEndpoint, func(j api.Job) bool { return !j.Current }), nil
+	return r.machineOp("FinalizeMigration", key, func(m api.Machine) (api.Machine, error) {
+		if to := m.Meta[api.MetaRedirectEndpoint]; to == req.RedirectEndpoint {
+			return cloneMachine(m), nil
+		} else if to != "" {
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was already migrated to %s", m.Name, m.Uuid, to)
+		}
+		snap, ok := r.snapshots[m.Uuid]
+		if !ok {
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is not quiesced; quiesce it before finalizing its migration", m.Name, m.Uuid)
+		}
+		live := snap.live(m)
+		snap.machine, snap.jobs = cloneMachine(live), r.jobsOf(m.Uuid)
+		r.snapshots[m.Uuid] = snap
+		return r.stub(live, req.RedirectEndpoint, func(j api.Job) bool { return !j.Current }), nil
+	})
 }
 
 // stub stores the locked stub of m redirecting to endpoint and points its jobs there,
@@ -305,91 +299,70 @@ func (r *Region) stub(m api.Machine, endpoint string, archive func(api.Job) bool
 // RedirectCopy implements activities.Region: an inactive imported copy becomes a stub
 // redirecting to the endpoint, for the migration that imported it only.
 func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("RedirectCopy", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	switch to := m.Meta[api.MetaRedirectEndpoint]; {
-	case to == req.RedirectEndpoint:
-		return cloneMachine(m), nil
-	case to != "":
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub redirecting to %s", m.Name, m.Uuid, to)
-	case m.Runnable:
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s is active", m.Uuid)
-	case m.Meta[api.MetaMigrating] != "":
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is quiesced by migration %s; only an imported copy can redirect", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
-	}
-	if held := r.holder(m); held != "" && held != req.Migration {
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s; only that migration may undo its copy", m.Name, m.Uuid, held)
-	}
-	if !slices.ContainsFunc(slices.Collect(maps.Values(r.tickets)), func(t *ticket) bool { return t.machine == m.Uuid }) {
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was not imported into this region; only an imported copy can redirect", m.Name, m.Uuid)
-	}
-	s := r.stub(m, req.RedirectEndpoint, func(api.Job) bool { return true })
-	r.closeTickets(m.Uuid)
-	return s, nil
+	return r.machineOp("RedirectCopy", key, func(m api.Machine) (api.Machine, error) {
+		switch to := m.Meta[api.MetaRedirectEndpoint]; {
+		case to == req.RedirectEndpoint:
+			return cloneMachine(m), nil
+		case to != "":
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub redirecting to %s", m.Name, m.Uuid, to)
+		case m.Runnable:
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s is active", m.Uuid)
+		case m.Meta[api.MetaMigrating] != "":
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is quiesced by migration %s; only an imported copy can redirect", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
+		}
+		if held := r.holder(m); held != "" && held != req.Migration {
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s; only that migration may undo its copy", m.Name, m.Uuid, held)
+		}
+		if !slices.ContainsFunc(slices.Collect(maps.Values(r.tickets)), func(t *ticket) bool { return t.machine == m.Uuid }) {
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was not imported into this region; only an imported copy can redirect", m.Name, m.Uuid)
+		}
+		s := r.stub(m, req.RedirectEndpoint, func(api.Job) bool { return true })
+		r.closeTickets(m.Uuid)
+		return s, nil
+	})
 }
 
 // RestoreMigration implements activities.Region: a stub's machine and jobs come back from
 // the quiesce snapshot, still quiesced; a machine that is not a stub is unchanged.
 func (r *Region) RestoreMigration(_ context.Context, key string) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("RestoreMigration", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	if !isStub(m) {
-		return cloneMachine(m), nil
-	}
-	snap, ok := r.snapshots[m.Uuid]
-	if !ok {
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) has no snapshot to restore its migration from", m.Name, m.Uuid)
-	}
-	restored := cloneMachine(snap.machine)
-	restored.Runnable = false
-	if restored.Meta == nil {
-		restored.Meta = map[string]string{}
-	}
-	restored.Meta[api.MetaMigrating] = snap.migration
-	r.machines[m.Uuid] = restored
-	for _, j := range snap.jobs {
-		r.jobs[j.Uuid] = cloneJob(j)
-	}
-	return cloneMachine(restored), nil
+	return r.machineOp("RestoreMigration", key, func(m api.Machine) (api.Machine, error) {
+		if !isStub(m) {
+			return cloneMachine(m), nil
+		}
+		snap, ok := r.snapshots[m.Uuid]
+		if !ok {
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) has no snapshot to restore its migration from", m.Name, m.Uuid)
+		}
+		restored := cloneMachine(snap.machine)
+		restored.Runnable = false
+		if restored.Meta == nil {
+			restored.Meta = map[string]string{}
+		}
+		restored.Meta[api.MetaMigrating] = snap.migration
+		r.machines[m.Uuid] = restored
+		for _, j := range snap.jobs {
+			r.jobs[j.Uuid] = cloneJob(j)
+		}
+		return cloneMachine(restored), nil
+	})
 }
 
 // Activate implements activities.Region: an imported copy goes live and its import's
 // tickets close; a stub or a quiesced machine is a conflict.
 func (r *Region) Activate(_ context.Context, key string) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Activate", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	switch {
-	case isStub(m):
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; activate it there", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
-	case m.Meta[api.MetaMigrating] != "":
-		return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is quiesced by migration %s; unquiesce it instead", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
-	}
-	m = cloneMachine(m)
-	m.Runnable, m.Available = true, true
-	r.machines[m.Uuid] = m
-	r.closeTickets(m.Uuid)
-	return cloneMachine(m), nil
+	return r.machineOp("Activate", key, func(m api.Machine) (api.Machine, error) {
+		switch {
+		case isStub(m):
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; activate it there", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
+		case m.Meta[api.MetaMigrating] != "":
+			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is quiesced by migration %s; unquiesce it instead", m.Name, m.Uuid, m.Meta[api.MetaMigrating])
+		}
+		m = cloneMachine(m)
+		m.Runnable, m.Available = true, true
+		r.machines[m.Uuid] = m
+		r.closeTickets(m.Uuid)
+		return cloneMachine(m), nil
+	})
 }
 
 func cloneJobs(js []api.Job) []api.Job {

@@ -68,16 +68,23 @@ func (r *Region) rack(uuid string) (*rackState, error) {
 
 // GetRack implements activities.RackRegion.
 func (r *Region) GetRack(_ context.Context, key string) (api.Rack, error) {
+	return rackOp(r, "GetRack", key, false, func(s *rackState) (api.Rack, error) { return s.rack, nil })
+}
+
+// rackOp runs fn on the rack with UUID rack, under the lock, once the call is recorded (if
+// record) and no failure is injected.
+func rackOp[T any](r *Region, method, rack string, record bool, fn func(*rackState) (T, error)) (T, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.enter("GetRack", key, false); err != nil {
-		return api.Rack{}, err
+	var zero T
+	if err := r.enter(method, rack, record); err != nil {
+		return zero, err
 	}
-	s, err := r.rack(key)
+	s, err := r.rack(rack)
 	if err != nil {
-		return api.Rack{}, err
+		return zero, err
 	}
-	return s.rack, nil
+	return fn(s)
 }
 
 // PauseRack implements activities.RackRegion.
@@ -91,44 +98,30 @@ func (r *Region) UnpauseRack(_ context.Context, rack string) (api.Rack, error) {
 }
 
 func (r *Region) setPaused(method, rack string, paused bool) (api.Rack, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter(method, rack, true); err != nil {
-		return api.Rack{}, err
-	}
-	s, err := r.rack(rack)
-	if err != nil {
-		return api.Rack{}, err
-	}
-	if (s.rack.Status == api.RackPaused) != paused {
-		s.rack.Status = api.RackOffline // the fake's racks send no heartbeats
-		if paused {
-			s.rack.Status = api.RackPaused
+	return rackOp(r, method, rack, true, func(s *rackState) (api.Rack, error) {
+		if (s.rack.Status == api.RackPaused) != paused {
+			s.rack.Status = api.RackOffline // the fake's racks send no heartbeats
+			if paused {
+				s.rack.Status = api.RackPaused
+			}
 		}
-	}
-	return s.rack, nil
+		return s.rack, nil
+	})
 }
 
 // ExportRack implements activities.RackRegion: the rack, its network and the machines
 // behind it that have not moved (stubs are left out).
 func (r *Region) ExportRack(_ context.Context, rack string) (api.RackBundle, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("ExportRack", rack, true); err != nil {
-		return api.RackBundle{}, err
-	}
-	s, err := r.rack(rack)
-	if err != nil {
-		return api.RackBundle{}, err
-	}
-	b := cloneNetwork(s.network)
-	b.Rack = s.rack
-	for _, uuid := range slices.Sorted(maps.Keys(r.machines)) {
-		if m := r.machines[uuid]; m.Rack == rack && !isStub(m) {
-			b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs)})
+	return rackOp(r, "ExportRack", rack, true, func(s *rackState) (api.RackBundle, error) {
+		b := cloneNetwork(s.network)
+		b.Rack = s.rack
+		for _, uuid := range slices.Sorted(maps.Keys(r.machines)) {
+			if m := r.machines[uuid]; m.Rack == rack && !isStub(m) {
+				b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs)})
+			}
 		}
-	}
-	return b, nil
+		return b, nil
+	})
 }
 
 func cloneNetwork(b api.RackBundle) api.RackBundle {
@@ -237,20 +230,14 @@ func (r *Region) UndoRackImport(_ context.Context, rack string) error {
 
 // HandOverRack implements activities.RackRegion: a paused rack goes, with its network.
 func (r *Region) HandOverRack(_ context.Context, rack string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("HandOverRack", rack, true); err != nil {
-		return err
-	}
-	s, err := r.rack(rack)
-	if err != nil {
-		return err
-	}
-	if s.rack.Status != api.RackPaused {
-		return apiErr(http.StatusConflict, "rack %s is %s, not paused by a transfer", s.rack.Name, s.rack.Status)
-	}
-	delete(r.racks, rack)
-	return nil
+	_, err := rackOp(r, "HandOverRack", rack, true, func(s *rackState) (struct{}, error) {
+		if s.rack.Status != api.RackPaused {
+			return struct{}{}, apiErr(http.StatusConflict, "rack %s is %s, not paused by a transfer", s.rack.Name, s.rack.Status)
+		}
+		delete(r.racks, rack)
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // RackOperations implements activities.RackRegion: the unreleased operations of the rack
