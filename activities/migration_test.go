@@ -70,7 +70,7 @@ func TestActivitiesAreIdempotent(t *testing.T) {
 		in       any
 	}{
 		{a.Quiesce, ref("east")},
-		{a.ExportImport, activities.CopyInput{SourceRegion: "east", TargetRegion: "west", Machine: uuid, Ticket: ticket}},
+		{a.ExportImport, activities.CopyInput{Migration: migration, SourceRegion: "east", TargetRegion: "west", Machine: uuid, Ticket: ticket}},
 		{a.FinalizeMigration, activities.FinalizeInput{MachineRef: ref("east"), RedirectEndpoint: "https://west.example:5240"}},
 		{a.RestoreMigration, ref("east")},
 		{a.Unquiesce, ref("east")},

@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -30,14 +31,21 @@ func TestMigrationBackOverOwnStub(t *testing.T) {
 	if _, ok := f.west.Machine(uuid); !ok {
 		t.Error("undoing the copy deleted the stub it never replaced")
 	}
-	copyIn := activities.CopyInput{SourceRegion: "east", TargetRegion: "west", Machine: uuid, Ticket: "t"}
+	ticket, err := f.west.MintTicket(context.Background(), api.TicketRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyIn := activities.CopyInput{Migration: migration, SourceRegion: "east", TargetRegion: "west", Machine: uuid, Ticket: ticket.Token}
 	if err := f.exec(a.ExportImport, copyIn); err != nil {
 		t.Fatal(err)
 	}
-	// The import itself replaces the stub (region/store Import); the fake only records it.
-	want := []string{"east Export " + uuid, "west Import " + uuid}
+	want := []string{"west MintTicket", "east Export " + uuid, "west Import " + uuid}
 	if got := f.journal.Calls(); !slices.Equal(got, want) {
 		t.Errorf("calls\n got %v\nwant %v", got, want)
+	}
+	// The import replaces the stub with the inactive copy.
+	if m, _ := f.west.Machine(uuid); m.Locked || m.Meta[api.MetaRedirectEndpoint] != "" || m.Runnable {
+		t.Errorf("after the import over the stub: %+v", m)
 	}
 }
 

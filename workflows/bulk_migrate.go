@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -34,12 +33,7 @@ func BulkMigrateID(name string) string { return "bulk-migrate/" + name }
 // BulkMigrateStartOptions are the options to start the bulk migration called name now: a
 // running one of the same name makes the start fail.
 func BulkMigrateStartOptions(name string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                                       BulkMigrateID(name),
-		TaskQueue:                                TaskQueue,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}
+	return startOptions(BulkMigrateID(name))
 }
 
 // BulkMigrateInput selects machines on SourceRegion and migrates each to TargetRegion with
@@ -185,7 +179,7 @@ func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
 	}
 	var machines []string
 	sel := activities.SelectInput{Region: b.in.SourceRegion, Selector: b.in.Selector, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, regionCallOptions), acts.SelectMachines, sel).Get(ctx, &machines); err != nil {
+	if err := call(ctx, regionCallOptions, acts.SelectMachines, sel, &machines); err != nil {
 		return nil, err
 	}
 	b.result.Total = len(machines)

@@ -20,7 +20,7 @@ func (m *migration) auditDecision(ctx workflow.Context, req CompensationRequest,
 	}
 	in := activities.CompensationAuditInput{Region: m.in.SourceRegion, Machine: m.machine.MachineUuid, Decision: api.CompensationDecision{
 		Migration: m.id, Action: req.Action, Reason: req.Reason, By: req.By, Compensation: compensation}}
-	if err := m.call(ctx, regionCallOptions, acts.AuditCompensationDecision, in, nil); err != nil {
+	if err := call(ctx, regionCallOptions, acts.AuditCompensationDecision, in, nil); err != nil {
 		m.progress.Errors = append(m.progress.Errors, "audit of the operator's "+req.Action+": "+err.Error())
 	}
 }

@@ -29,8 +29,20 @@ func TransferRackID(rackUUID string) string { return activities.TransferRackID(r
 // MigrateMachineStartOptions are the options to start MigrateMachine for a machine UUID
 // (resolve a Name:x key first): a running migration of the same machine makes the start fail.
 func MigrateMachineStartOptions(machineUUID string) client.StartWorkflowOptions {
+	return startOptions(MigrateMachineID(machineUUID))
+}
+
+// TransferRackStartOptions are the options to start TransferRack for a rack UUID: a running
+// transfer of the same rack makes the start fail.
+func TransferRackStartOptions(rackUUID string) client.StartWorkflowOptions {
+	return startOptions(TransferRackID(rackUUID))
+}
+
+// startOptions start a move with workflow ID id, refusing while a run of id is open; a
+// closed run of id does not block a new move of the same subject.
+func startOptions(id string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                                       MigrateMachineID(machineUUID),
+		ID:                                       id,
 		TaskQueue:                                TaskQueue,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

@@ -23,6 +23,6 @@ var listRegionsOptions = workflow.ActivityOptions{
 // the regions file; asking it through a workflow works wherever the CLI reaches Temporal.
 func ListRegions(ctx workflow.Context) ([]string, error) {
 	var names []string
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, listRegionsOptions), acts.RegionNames).Get(ctx, &names)
+	err := call(ctx, listRegionsOptions, acts.RegionNames, nil, &names)
 	return names, err
 }

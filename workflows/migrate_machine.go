@@ -309,7 +309,7 @@ func (m *migration) validate(ctx workflow.Context) error {
 		if err := m.setPhase(ctx, PhaseValidating); err != nil {
 			return err
 		}
-		if err := m.call(ctx, regionCallOptions, acts.ValidateMigration, in, &m.machine); err != nil {
+		if err := call(ctx, regionCallOptions, acts.ValidateMigration, in, &m.machine); err != nil {
 			return err
 		}
 		if m.machine.RunningJob == "" {
@@ -341,21 +341,21 @@ func (m *migration) validate(ctx workflow.Context) error {
 }
 
 func (m *migration) mintTicket(ctx workflow.Context) error {
-	return m.call(ctx, regionCallOptions, acts.MintTicket, m.in.TargetRegion, &m.ticket)
+	return call(ctx, regionCallOptions, acts.MintTicket, m.in.TargetRegion, &m.ticket)
 }
 
 func (m *migration) quiesce(ctx workflow.Context) error {
-	return m.call(ctx, m.opts.hold, acts.Quiesce, m.ref(m.in.SourceRegion), nil)
+	return call(ctx, m.opts.hold, acts.Quiesce, m.ref(m.in.SourceRegion), nil)
 }
 
 func (m *migration) unquiesce(ctx workflow.Context) error {
-	return m.call(ctx, m.opts.undo, acts.Unquiesce, m.ref(m.in.SourceRegion), nil)
+	return call(ctx, m.opts.undo, acts.Unquiesce, m.ref(m.in.SourceRegion), nil)
 }
 
 func (m *migration) copy(ctx workflow.Context) error {
 	in := activities.CopyInput{SourceRegion: m.in.SourceRegion, TargetRegion: m.in.TargetRegion, Machine: m.machine.MachineUuid, Ticket: m.ticket, Migration: m.id, StartedBy: m.machine.StartedBy}
 	var copied activities.CopyResult
-	if err := m.call(ctx, m.opts.copy, acts.ExportImport, in, &copied); err != nil {
+	if err := call(ctx, m.opts.copy, acts.ExportImport, in, &copied); err != nil {
 		return err
 	}
 	m.result.Jobs, m.result.Profiles = copied.Jobs, copied.Profiles
@@ -367,20 +367,20 @@ func (m *migration) copy(ctx workflow.Context) error {
 // may have redirected it here.
 func (m *migration) deleteCopy(ctx workflow.Context) error {
 	if !m.promise {
-		return m.call(ctx, mustFinishOptions, acts.DeleteImportedCopy, m.ref(m.in.TargetRegion), nil)
+		return call(ctx, mustFinishOptions, acts.DeleteImportedCopy, m.ref(m.in.TargetRegion), nil)
 	}
 	in := activities.UndoCopyInput{Source: m.ref(m.in.SourceRegion), Target: m.ref(m.in.TargetRegion), RedirectBack: m.finalizing}
-	return m.call(ctx, m.opts.undo, acts.UndoCopy, in, nil)
+	return call(ctx, m.opts.undo, acts.UndoCopy, in, nil)
 }
 
 func (m *migration) finalize(ctx workflow.Context) error {
 	m.finalizing = true
 	in := activities.FinalizeInput{MachineRef: m.ref(m.in.SourceRegion), RedirectEndpoint: m.machine.TargetEndpoint}
-	return m.call(ctx, regionCallOptions, acts.FinalizeMigration, in, nil)
+	return call(ctx, regionCallOptions, acts.FinalizeMigration, in, nil)
 }
 
 func (m *migration) restore(ctx workflow.Context) error {
-	return m.call(ctx, m.opts.undo, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
+	return call(ctx, m.opts.undo, acts.RestoreMigration, m.ref(m.in.SourceRegion), nil)
 }
 
 // repoint is step 6: move the machine's agent to the target.
@@ -425,7 +425,7 @@ func (m *migration) waitForAgent(ctx workflow.Context) error {
 		HeartbeatTimeout:       time.Minute,
 		RetryPolicy:            regionCallOptions.RetryPolicy,
 	}
-	return m.call(ctx, opts, acts.WaitForAgentCheckIn, in, nil)
+	return call(ctx, opts, acts.WaitForAgentCheckIn, in, nil)
 }
 
 // repointESXi rewrites the agent config of an ESXi host over SSH: Prepare (temporary key,
@@ -441,7 +441,7 @@ func (m *migration) repointESXi(ctx workflow.Context) error {
 		if cleaned {
 			return nil
 		}
-		if err := m.call(ctx, m.opts.esxiUndo, acts.ESXiCleanup, in, nil); err != nil {
+		if err := call(ctx, m.opts.esxiUndo, acts.ESXiCleanup, in, nil); err != nil {
 			return err
 		}
 		cleaned = true
@@ -449,7 +449,7 @@ func (m *migration) repointESXi(ctx workflow.Context) error {
 	}
 	m.comps.Add("esxi-cleanup", cleanup)
 	var prepared esxi.Prepared
-	if err := m.call(ctx, esxiStepOptions, acts.ESXiPrepare, in, &prepared); err != nil {
+	if err := call(ctx, esxiStepOptions, acts.ESXiPrepare, in, &prepared); err != nil {
 		return err
 	}
 	// Pin the key Prepare verified (or accepted on first use) for every later connection.
@@ -459,16 +459,16 @@ func (m *migration) repointESXi(ctx workflow.Context) error {
 		m.comps.Add("esxi-rewrite-back", func(ctx workflow.Context) error {
 			if cleaned {
 				var p esxi.Prepared
-				if err := m.call(ctx, m.opts.esxiUndo, acts.ESXiPrepare, in, &p); err != nil {
+				if err := call(ctx, m.opts.esxiUndo, acts.ESXiPrepare, in, &p); err != nil {
 					return err
 				}
 				cleaned = false // the esxi-cleanup below runs again
 			}
 			back := activities.ESXiRewriteInput{ESXiInput: in, Endpoint: m.machine.SourceEndpoint}
-			return m.call(ctx, m.opts.esxiUndo, acts.ESXiRewriteAgentConfig, back, nil)
+			return call(ctx, m.opts.esxiUndo, acts.ESXiRewriteAgentConfig, back, nil)
 		})
 	}
-	if err := m.call(ctx, esxiStepOptions, acts.ESXiRewriteAgentConfig, rewrite, nil); err != nil {
+	if err := call(ctx, esxiStepOptions, acts.ESXiRewriteAgentConfig, rewrite, nil); err != nil {
 		return err
 	}
 	if in.UseAgent {
@@ -484,7 +484,7 @@ func (m *migration) repointESXi(ctx workflow.Context) error {
 }
 
 func (m *migration) activate(ctx workflow.Context) error {
-	return m.call(ctx, activateOptions, acts.Activate, m.ref(m.in.TargetRegion), nil)
+	return call(ctx, activateOptions, acts.Activate, m.ref(m.in.TargetRegion), nil)
 }
 
 // activationTookEffect is asked when activation failed or was cancelled: the activation may
@@ -499,7 +499,7 @@ func (m *migration) activationTookEffect(ctx workflow.Context) (bool, error) {
 		return false, nil
 	}
 	var active bool
-	err := m.call(ctx, m.opts.finish, acts.IsActive, m.ref(m.in.TargetRegion), &active)
+	err := call(ctx, m.opts.finish, acts.IsActive, m.ref(m.in.TargetRegion), &active)
 	m.activeChecked = &activeCheck{active: active, err: err}
 	return active, err
 }
@@ -510,7 +510,7 @@ type activeCheck struct {
 }
 
 func (m *migration) deleteStub(ctx workflow.Context) error {
-	if err := m.call(ctx, regionCallOptions, acts.DeleteStub, m.ref(m.in.SourceRegion), nil); err != nil {
+	if err := call(ctx, regionCallOptions, acts.DeleteStub, m.ref(m.in.SourceRegion), nil); err != nil {
 		return err
 	}
 	m.result.StubDeleted = true
@@ -519,15 +519,6 @@ func (m *migration) deleteStub(ctx workflow.Context) error {
 
 func (m *migration) ref(region string) activities.MachineRef {
 	return activities.MachineRef{Region: region, Machine: m.machine.MachineUuid, Migration: m.id}
-}
-
-// call runs one activity with opts and decodes its result into out (nil: no result).
-func (m *migration) call(ctx workflow.Context, opts workflow.ActivityOptions, activity, in, out any) error {
-	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in)
-	if out == nil {
-		return f.Get(ctx, nil)
-	}
-	return f.Get(ctx, out)
 }
 
 func (m *migration) setPhase(ctx workflow.Context, phase string) error {
@@ -592,7 +583,7 @@ func (m *migration) fail(ctx workflow.Context, phase string, err error) (Migrate
 // the target is then its only record, and is activated there so the machine stays active on
 // one region. It returns the error to report, naming where the machine is.
 func (m *migration) keepLastCopy(ctx workflow.Context, stopped error) error {
-	if err := m.call(ctx, m.opts.finish, acts.Activate, m.ref(m.in.TargetRegion), nil); err != nil {
+	if err := call(ctx, m.opts.finish, acts.Activate, m.ref(m.in.TargetRegion), nil); err != nil {
 		return fmt.Errorf("%w; the machine is on neither region as far as this migration can tell: activating its copy on %s failed too: %v", stopped, m.in.TargetRegion, err)
 	}
 	return fmt.Errorf("%w; its copy on %s was activated instead: machine %s is active on %s, nothing more was undone", stopped, m.in.TargetRegion, m.machine.MachineUuid, m.in.TargetRegion)

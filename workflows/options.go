@@ -109,3 +109,17 @@ func optionsFor(promise bool) stepOptions {
 		esxiUndo: esxiUndo,
 	}
 }
+
+// call is how every workflow runs an activity: it runs activity with opts and decodes its
+// result into out (nil: no result; a nil in sends no argument).
+func call(ctx workflow.Context, opts workflow.ActivityOptions, activity, in, out any) error {
+	var args []any
+	if in != nil {
+		args = append(args, in)
+	}
+	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, args...)
+	if out == nil {
+		return f.Get(ctx, nil)
+	}
+	return f.Get(ctx, out)
+}

@@ -398,17 +398,3 @@ func (t *rackTransfer) query() (TransferProgress, error) {
 	p.Errors = append([]string(nil), t.progress.Errors...)
 	return p, nil
 }
-
-// call runs one activity with opts and decodes its result into out (nil: no result; a nil
-// in sends no argument).
-func call(ctx workflow.Context, opts workflow.ActivityOptions, activity, in, out any) error {
-	var args []any
-	if in != nil {
-		args = append(args, in)
-	}
-	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, args...)
-	if out == nil {
-		return f.Get(ctx, nil)
-	}
-	return f.Get(ctx, out)
-}

@@ -1,6 +1,8 @@
 // Package regiontest is an in-memory region that follows the migration contract of
-// region/api/migration.go, for testing activities and workflows without PostgreSQL. It records
-// every call and can be told to fail calls with an HTTP status.
+// region/api/migration.go (the semantics of region/store/migration.go), for testing
+// activities and workflows without PostgreSQL. It records every call and can be told to fail
+// calls with an HTTP status. contract_test.go runs the same cases against it and a real
+// region server, so the two cannot drift.
 package regiontest
 
 import (
@@ -25,8 +27,12 @@ type Region struct {
 	jobs      map[string]api.Job     // by UUID
 	profiles  map[string]api.Profile // by Name
 	snapshots map[string]snapshot    // by machine UUID, taken at quiesce
-	tickets   map[string]bool        // token -> spent
-	failures  map[string]failure     // by method name
+	tickets   map[string]*ticket     // by token
+	minted    int                    // tickets minted so far
+	racks     map[string]*rackState  // by UUID
+	ops       []*pendingOp           // queued rack operations, oldest first
+	opSeq     int64
+	failures  map[string]failure // by method name
 	journal   *Journal
 }
 
@@ -49,9 +55,20 @@ func (j *Journal) add(call string) {
 	j.calls = append(j.calls, call)
 }
 
+// snapshot is a machine and its jobs as they were before migration quiesced it.
 type snapshot struct {
-	machine api.Machine
-	jobs    []api.Job
+	migration string
+	machine   api.Machine
+	jobs      []api.Job
+}
+
+// ticket is a minted ticket: unused, spent on the import of machine, or closed (the import
+// completed or was undone), as the region's tickets table.
+type ticket struct {
+	id        string
+	machine   string // "" until spent
+	migration string // the import's migration
+	closed    bool
 }
 
 type failure struct {
@@ -67,7 +84,8 @@ func New(name, url string, journal *Journal) *Region {
 		jobs:      map[string]api.Job{},
 		profiles:  map[string]api.Profile{},
 		snapshots: map[string]snapshot{},
-		tickets:   map[string]bool{},
+		tickets:   map[string]*ticket{},
+		racks:     map[string]*rackState{},
 		failures:  map[string]failure{},
 		journal:   journal,
 	}
@@ -233,8 +251,9 @@ func (r *Region) GetJob(_ context.Context, key string) (api.Job, error) {
 	return cloneJob(j), nil
 }
 
-// DeleteMachine implements activities.Region.
-func (r *Region) DeleteMachine(_ context.Context, key, _ string) error {
+// DeleteMachine implements activities.Region: a machine a migration holds is deleted only
+// for that migration, and its import's tickets close.
+func (r *Region) DeleteMachine(_ context.Context, key, migration string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.enter("DeleteMachine", key, true); err != nil {
@@ -244,6 +263,10 @@ func (r *Region) DeleteMachine(_ context.Context, key, _ string) error {
 	if err != nil {
 		return err
 	}
+	if held := r.holder(m); held != "" && held != migration {
+		return apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s and cannot be deleted while that migration may still need it", m.Name, m.Uuid, held)
+	}
+	r.closeTickets(m.Uuid)
 	r.remove(m.Uuid)
 	return nil
 }
@@ -262,210 +285,6 @@ func (r *Region) remove(uuid string) {
 	for _, j := range r.jobsOf(uuid) {
 		delete(r.jobs, j.Uuid)
 	}
-}
-
-// MintTicket implements activities.Region.
-func (r *Region) MintTicket(context.Context, api.TicketRequest) (api.Ticket, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("MintTicket", "", true); err != nil {
-		return api.Ticket{}, err
-	}
-	id := fmt.Sprintf("%s-ticket-%d", r.info.Name, len(r.tickets)+1)
-	r.tickets[id] = false
-	return api.Ticket{Endpoint: r.info.URL, Region: r.info.Name, ID: id, Token: id}, nil
-}
-
-// Quiesce implements activities.Region.
-func (r *Region) Quiesce(_ context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Quiesce", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	if held := m.Meta[api.MetaMigrating]; held != "" && held != req.Migration {
-		return m, apiErr(http.StatusConflict, "machine %s is being migrated by %s", m.Uuid, held)
-	}
-	if _, ok := r.snapshots[m.Uuid]; !ok {
-		r.snapshots[m.Uuid] = snapshot{machine: cloneMachine(m), jobs: r.jobsOf(m.Uuid)}
-	}
-	m.Runnable = false
-	m.Meta[api.MetaMigrating] = req.Migration
-	r.machines[m.Uuid] = m
-	return cloneMachine(m), nil
-}
-
-// Unquiesce implements activities.Region.
-func (r *Region) Unquiesce(_ context.Context, key string) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Unquiesce", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	snap, ok := r.snapshots[m.Uuid]
-	if !ok {
-		return m, apiErr(http.StatusConflict, "machine %s is not quiesced", m.Uuid)
-	}
-	m.Runnable = snap.machine.Runnable
-	m.Meta = maps.Clone(snap.machine.Meta)
-	r.machines[m.Uuid] = m
-	delete(r.snapshots, m.Uuid)
-	return cloneMachine(m), nil
-}
-
-// Export implements activities.Region.
-func (r *Region) Export(_ context.Context, key string) (api.Bundle, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Export", key, true); err != nil {
-		return api.Bundle{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return api.Bundle{}, err
-	}
-	b := api.Bundle{Machine: cloneMachine(m), Jobs: r.jobsOf(m.Uuid), JobLogs: map[string]string{}}
-	for _, name := range m.Profiles {
-		if p, ok := r.profiles[name]; ok {
-			b.Profiles = append(b.Profiles, p)
-		}
-	}
-	return b, nil
-}
-
-// Import implements activities.Region: ticket checked and spent, idempotent by UUID, the
-// machine arrives inactive, destination profiles win.
-func (r *Region) Import(_ context.Context, req api.ImportRequest) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := cloneMachine(req.Bundle.Machine)
-	if err := r.enter("Import", m.Uuid, true); err != nil {
-		return api.Machine{}, err
-	}
-	if existing, ok := r.machines[m.Uuid]; ok {
-		return cloneMachine(existing), nil
-	}
-	spent, known := r.tickets[req.Ticket]
-	switch {
-	case !known:
-		return api.Machine{}, apiErr(http.StatusForbidden, "ticket is not valid for region %s", r.info.Name)
-	case spent:
-		return api.Machine{}, apiErr(http.StatusForbidden, "ticket was already used")
-	}
-	if other, err := r.lookup("Name:" + m.Name); err == nil {
-		return api.Machine{}, apiErr(http.StatusConflict, "name %s is used by machine %s", m.Name, other.Uuid)
-	}
-	r.tickets[req.Ticket] = true
-	m.Runnable, m.Available = false, false
-	r.machines[m.Uuid] = m
-	for _, j := range req.Bundle.Jobs {
-		r.jobs[j.Uuid] = cloneJob(j)
-	}
-	for _, p := range req.Bundle.Profiles {
-		if _, ok := r.profiles[p.Name]; !ok {
-			r.profiles[p.Name] = p
-		}
-	}
-	return cloneMachine(m), nil
-}
-
-// FinalizeMigration implements activities.Region: the locked stub of the seed.
-func (r *Region) FinalizeMigration(_ context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("FinalizeMigration", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	return r.stub(m, req.RedirectEndpoint), nil
-}
-
-// stub turns m into the seed's locked stub redirecting to endpoint, with its jobs archived.
-func (r *Region) stub(m api.Machine, endpoint string) api.Machine {
-	m.Locked, m.Runnable, m.Available = true, false, true
-	m.BootEnv, m.Stage, m.Workflow, m.CurrentJob, m.CurrentTask = "local", "none", "", "", 0
-	m.Description = "Migrated to " + endpoint
-	m.Tasks, m.Profiles, m.Params, m.Pool, m.PoolStatus = []string{}, []string{}, map[string]any{}, "", ""
-	m.Meta[api.MetaRedirectEndpoint] = endpoint
-	r.machines[m.Uuid] = m
-	for _, j := range r.jobsOf(m.Uuid) {
-		j.Archived = true
-		j.Meta[api.MetaRedirectEndpoint] = endpoint
-		r.jobs[j.Uuid] = j
-	}
-	return cloneMachine(m)
-}
-
-// RedirectCopy implements activities.Region: an inactive copy becomes a stub redirecting to
-// the endpoint; an active machine is a conflict.
-func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("RedirectCopy", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	if m.Runnable {
-		return m, apiErr(http.StatusConflict, "machine %s is active", m.Uuid)
-	}
-	return r.stub(m, req.RedirectEndpoint), nil
-}
-
-// RestoreMigration implements activities.Region: the machine and its jobs come back from the
-// quiesce snapshot, still quiesced.
-func (r *Region) RestoreMigration(_ context.Context, key string) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("RestoreMigration", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	snap, ok := r.snapshots[m.Uuid]
-	if !ok {
-		return m, apiErr(http.StatusConflict, "machine %s has no migration snapshot", m.Uuid)
-	}
-	restored := cloneMachine(snap.machine)
-	restored.Runnable = false
-	restored.Meta[api.MetaMigrating] = m.Meta[api.MetaMigrating]
-	r.machines[m.Uuid] = restored
-	for _, j := range snap.jobs {
-		r.jobs[j.Uuid] = cloneJob(j)
-	}
-	return cloneMachine(restored), nil
-}
-
-// Activate implements activities.Region.
-func (r *Region) Activate(_ context.Context, key string) (api.Machine, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Activate", key, true); err != nil {
-		return api.Machine{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return m, err
-	}
-	m.Runnable, m.Available = true, true
-	delete(m.Meta, api.MetaMigrating)
-	r.machines[m.Uuid] = m
-	return cloneMachine(m), nil
 }
 
 func cloneMachine(m api.Machine) api.Machine {

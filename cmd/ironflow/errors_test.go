@@ -191,17 +191,6 @@ func TestHelpTexts(t *testing.T) {
 	}
 }
 
-func TestPlainErrorDropsTemporalNoise(t *testing.T) {
-	raw := `validating: activity error (type: ValidateMigration, scheduledEventID: 7, startedEventID: 8, identity: 4242@host@): region "region-c" is not in this worker's regions file (type: UnknownRegion, retryable: false)`
-	if got, want := plainError(raw), `validating: region "region-c" is not in this worker's regions file`; got != want {
-		t.Errorf("plainError = %q, want %q", got, want)
-	}
-	child := `machine m: child workflow execution error (type: MigrateMachine, workflowID: migrate-machine/m, runID: r, initiatedEventID: 5, startedEventID: 6): copying: boom`
-	if got, want := plainError(child), "machine m: copying: boom"; got != want {
-		t.Errorf("plainError = %q, want %q", got, want)
-	}
-}
-
 func TestPortInUsePointsAtFreePorts(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -7,21 +7,18 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // Who may start, cancel or schedule a move (region/api/grants.go): the CLI first has the
 // source region (-E) issue a grant with the user's token, so a token without the operator or
 // admin role there gets the region's 403 and nothing starts; the workflow carries the grant
 // and has the source verify it.
-
-// memoStartedBy is the memo of a move's workflow naming who started it.
-const memoStartedBy = workflows.MemoStartedBy
 
 // grantFor asks the -E region, which must be source, for a grant of req.
 func grantFor(cmd *cobra.Command, source string, req api.GrantRequest) (api.Grant, error) {
@@ -36,15 +33,6 @@ func grantFor(cmd *cobra.Command, source string, req api.GrantRequest) (api.Gran
 		return g, fmt.Errorf("-E is region %s, not the source region %s: point -E at the source region so it can authorise the move", g.Region, source)
 	}
 	return g, nil
-}
-
-// startedByMemo records who a grant was issued to in the workflow's memo.
-func startedByMemo(grant string) map[string]any {
-	c, err := tickets.ParseGrant(grant)
-	if err != nil || c.GrantedTo == "" {
-		return nil
-	}
-	return map[string]any{memoStartedBy: c.GrantedTo}
 }
 
 // requireToken refuses to go on without a token the -E region accepts: migrations are
@@ -63,11 +51,11 @@ func requireSourceOperator(ctx context.Context, cmd *cobra.Command, tc client.Cl
 	if err != nil {
 		return who, err
 	}
-	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	r, err := moves.Describe(ctx, tc, id)
 	if err != nil {
 		return who, notFoundAsMigration(id, err)
 	}
-	return who, requireSourceRegion(ctx, cmd, id, desc)
+	return who, requireSourceRegion(ctx, cmd, r)
 }
 
 // requireOperator refuses unless the caller is an operator or admin of the -E region. It
@@ -84,10 +72,10 @@ func requireOperator(ctx context.Context, cmd *cobra.Command) (api.Whoami, error
 	return who, nil
 }
 
-// requireSourceRegion refuses unless -E is the source region of the run desc describes; a
-// run that records no source region passes.
-func requireSourceRegion(ctx context.Context, cmd *cobra.Command, id string, desc *workflowservice.DescribeWorkflowExecutionResponse) error {
-	source := keyword(desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SourceRegionKey.GetName()])
+// requireSourceRegion refuses unless -E is the source region of run r; a run that records no
+// source region passes.
+func requireSourceRegion(ctx context.Context, cmd *cobra.Command, r moves.Run) error {
+	id, source := r.WorkflowID, r.SourceRegion
 	if source == "" {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 var machines = noun[api.Machine]{
@@ -75,7 +76,7 @@ type migrateOptions struct {
 // temporalStartExample is the same start as `machines migrate` with the official Temporal CLI.
 var temporalStartExample = fmt.Sprintf(
 	`temporal workflow start --task-queue %s --type %s --workflow-id %s --id-conflict-policy Fail --input '{"SourceRegion":"region-a","TargetRegion":"region-b","Machine":"Name:birdy","Grant":"'"$(ironflow -E https://region-a:5240 machines migrateGrant Name:birdy --to region-b)"'"}'`,
-	workflows.TaskQueue, migrateMachineType, workflows.MigrateMachineID("<uuid>"))
+	workflows.TaskQueue, moves.Migration.Type(), workflows.MigrateMachineID("<uuid>"))
 
 func newMigrateCommand() *cobra.Command {
 	var o migrateOptions
@@ -163,7 +164,7 @@ func (o migrateOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	in.Grant = grant.Token
-	run, err := startMigration(cmd.Context(), tc, key, in.Machine, in)
+	run, err := startMigration(cmd.Context(), tc, key, in)
 	if err != nil {
 		return err
 	}
@@ -176,9 +177,9 @@ func (o migrateOptions) run(cmd *cobra.Command, args []string) error {
 	if o.wait {
 		progress = cmd.ErrOrStderr()
 	}
-	res, err := waitMigration(cmd.Context(), tc, run, progress)
+	res, err := moves.Migration.Wait(cmd.Context(), tc, run, migrationProgress(progress))
 	if err != nil {
-		return err
+		return waitError(err)
 	}
 	if ticket != "" {
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "Machine %s migrated to %s\n", key, claims.Endpoint)

@@ -5,115 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
-
-// Workflow type names (the workflows' function names).
-const (
-	migrateMachineType = "MigrateMachine"
-	bulkMigrateType    = "BulkMigrate"
-	transferRackType   = "TransferRack"
-)
-
-// progressInterval is how often a waiting CLI asks a running migration for its progress.
-const progressInterval = 500 * time.Millisecond
-
-// queryTimeout bounds one progress query: without a live worker a query waits for one.
-const queryTimeout = 5 * time.Second
-
-// namedStatus is a workflow status with its CLI name.
-type namedStatus struct {
-	name   string
-	status enumspb.WorkflowExecutionStatus
-}
-
-// migrationStatuses are the values of `migrations list --status`, as shown in the STATUS column.
-var migrationStatuses = []namedStatus{
-	{"running", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
-	{"completed", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
-	{"failed", enumspb.WORKFLOW_EXECUTION_STATUS_FAILED},
-	{"canceled", enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED},
-	{"terminated", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED},
-	{"continued-as-new", enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW},
-	{"timed-out", enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT},
-}
-
-func nameOfStatus(s enumspb.WorkflowExecutionStatus) string {
-	for _, st := range migrationStatuses {
-		if st.status == s {
-			return st.name
-		}
-	}
-	return strings.ToLower(s.String())
-}
-
-func statusNames() string {
-	names := make([]string, len(migrationStatuses))
-	for i, st := range migrationStatuses {
-		names[i] = st.name
-	}
-	return strings.Join(names, ", ")
-}
-
-// migration is one MigrateMachine run as `migrations list` shows it.
-type migration struct {
-	WorkflowID     string    `json:"WorkflowID"`
-	RunID          string    `json:"RunID"`
-	Status         string    `json:"Status"`
-	StartTime      time.Time `json:"StartTime"`
-	CloseTime      time.Time `json:"CloseTime,omitzero"`
-	MachineUuid    string    `json:"MachineUuid"`
-	MachineName    string    `json:"MachineName"`
-	SourceRegion   string    `json:"SourceRegion"`
-	TargetRegion   string    `json:"TargetRegion"`
-	MigrationPhase string    `json:"MigrationPhase"`
-}
-
-// runDetail is one run as `migrations show` shows it: a machine migration, a bulk migration
-// or a rack transfer, each with its own input, progress and result.
-type runDetail[In, Prog, Res any] struct {
-	migration
-	Input    *In    `json:"Input,omitempty"`
-	Progress *Prog  `json:"Progress,omitempty"`
-	Result   *Res   `json:"Result,omitempty"`
-	Failure  string `json:"Failure,omitempty"`
-}
 
 type (
-	migrationDetail = runDetail[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult]
-	bulkDetail      = runDetail[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]
-	transferDetail  = runDetail[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult]
+	migrationDetail = moves.Detail[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult]
+	bulkDetail      = moves.Detail[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]
+	transferDetail  = moves.Detail[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult]
 )
 
-var migrationColumns = []column[migration]{
-	{"WORKFLOW ID", func(m migration) string { return m.WorkflowID }},
-	{"STATUS", func(m migration) string { return m.Status }},
-	{"PHASE", func(m migration) string { return m.MigrationPhase }},
-	{"MACHINE", func(m migration) string { return m.MachineName }},
-	{"MACHINE UUID", func(m migration) string { return m.MachineUuid }},
-	{"FROM", func(m migration) string { return m.SourceRegion }},
-	{"TO", func(m migration) string { return m.TargetRegion }},
-	{"START", func(m migration) string { return cellTime(m.StartTime) }},
-	{"CLOSE", func(m migration) string { return cellTime(m.CloseTime) }},
+var migrationColumns = []column[moves.Run]{
+	{"WORKFLOW ID", func(m moves.Run) string { return m.WorkflowID }},
+	{"STATUS", func(m moves.Run) string { return m.Status }},
+	{"PHASE", func(m moves.Run) string { return m.MigrationPhase }},
+	{"MACHINE", func(m moves.Run) string { return m.MachineName }},
+	{"MACHINE UUID", func(m moves.Run) string { return m.MachineUuid }},
+	{"FROM", func(m moves.Run) string { return m.SourceRegion }},
+	{"TO", func(m moves.Run) string { return m.TargetRegion }},
+	{"START", func(m moves.Run) string { return cellTime(m.StartTime) }},
+	{"CLOSE", func(m moves.Run) string { return cellTime(m.CloseTime) }},
 }
 
 var migrationDetailColumns = append(
-	mapColumns(migrationColumns, func(d migrationDetail) migration { return d.migration }),
+	mapColumns(migrationColumns, func(d migrationDetail) moves.Run { return d.Run }),
 	column[migrationDetail]{"FAILURE", func(d migrationDetail) string { return d.Failure }},
 )
 
@@ -151,9 +70,9 @@ func newMigrationsListCommand() *cobra.Command {
   ironflow migrations list --machine 01d8828f-2f7d-4a1c-a1fa-f668274c7c44`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			query, err := migrationsQuery(machine, status)
-			if err != nil {
-				return err
+			filter := moves.Filter{Machine: machine, Status: status}
+			if _, err := filter.Query(); err != nil {
+				return flagError(err)
 			}
 			if err := requireToken(cmd); err != nil {
 				return err
@@ -163,7 +82,7 @@ func newMigrationsListCommand() *cobra.Command {
 				return err
 			}
 			defer tc.Close()
-			list, err := listMigrations(cmd.Context(), tc, query)
+			list, err := moves.List(cmd.Context(), tc, filter)
 			if err != nil {
 				return err
 			}
@@ -171,98 +90,28 @@ func newMigrationsListCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&machine, "machine", "", "only the migrations of this machine UUID")
-	c.Flags().StringVar(&status, "status", "", "only migrations in this status: "+statusNames())
+	c.Flags().StringVar(&status, "status", "", "only migrations in this status: "+moves.StatusNames())
 	return c
 }
 
-// migrationsQuery is the visibility query of `migrations list`. Its values are checked, not
-// quoted, so they cannot change the query.
-func migrationsQuery(machine, status string) (string, error) {
-	clauses := []string{fmt.Sprintf("WorkflowType = '%s'", migrateMachineType)}
-	if machine != "" {
-		if _, err := uuid.Parse(machine); err != nil {
-			return "", fmt.Errorf("--machine %q is not a machine UUID", machine)
-		}
-		clauses = append(clauses, fmt.Sprintf("%s = '%s'", workflows.MachineUuidKey.GetName(), machine))
+// flagError names the flag of a filter value moves refused.
+func flagError(err error) error {
+	var bad *moves.FilterError
+	if errors.As(err, &bad) {
+		return errors.New("--" + bad.Error())
 	}
-	if status != "" {
-		i := slices.IndexFunc(migrationStatuses, func(st namedStatus) bool { return st.name == status })
-		if i < 0 {
-			return "", fmt.Errorf("--status %q is not a workflow status (want one of %s)", status, statusNames())
-		}
-		clauses = append(clauses, fmt.Sprintf("ExecutionStatus = '%s'", migrationStatuses[i].status))
-	}
-	return strings.Join(clauses, " AND "), nil
+	return err
 }
 
-func listMigrations(ctx context.Context, tc client.Client, query string) ([]migration, error) {
-	list := []migration{}
-	var token []byte
-	for {
-		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("list migrations: %w", err)
-		}
-		for _, info := range resp.GetExecutions() {
-			list = append(list, migrationOf(info))
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return list, nil
-		}
-	}
-}
-
-// migrationOf reads a workflow's execution info and search attributes.
-func migrationOf(info *workflowpb.WorkflowExecutionInfo) migration {
-	m := migration{
-		WorkflowID: info.GetExecution().GetWorkflowId(),
-		RunID:      info.GetExecution().GetRunId(),
-		Status:     nameOfStatus(info.GetStatus()),
-	}
-	if info.GetStartTime() != nil {
-		m.StartTime = info.GetStartTime().AsTime()
-	}
-	if info.GetCloseTime() != nil {
-		m.CloseTime = info.GetCloseTime().AsTime()
-	}
-	attrs := info.GetSearchAttributes().GetIndexedFields()
-	for key, field := range map[temporal.SearchAttributeKeyKeyword]*string{
-		workflows.MachineUuidKey:    &m.MachineUuid,
-		workflows.MachineNameKey:    &m.MachineName,
-		workflows.SourceRegionKey:   &m.SourceRegion,
-		workflows.TargetRegionKey:   &m.TargetRegion,
-		workflows.MigrationPhaseKey: &m.MigrationPhase,
-	} {
-		*field = keyword(attrs[key.GetName()])
-	}
-	return m
-}
-
-// keyword decodes a keyword search attribute; a missing or undecodable one is empty.
-func keyword(p *commonpb.Payload) string {
-	var s string
-	if p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &s)
-	}
-	return s
-}
-
-// startMigration starts MigrateMachine for the machine with UUID machineUUID (key is how the
-// user named it). The workflow ID is per machine, so a second migration of the same machine
-// while one runs is refused, naming the running one.
-func startMigration(ctx context.Context, tc client.Client, key, machineUUID string, in workflows.MigrateMachineInput) (client.WorkflowRun, error) {
-	opts := workflows.MigrateMachineStartOptions(machineUUID)
-	opts.Memo = startedByMemo(in.Grant)
-	opts.TypedSearchAttributes = temporal.NewSearchAttributes(
-		workflows.MachineUuidKey.ValueSet(machineUUID),
-		workflows.SourceRegionKey.ValueSet(in.SourceRegion),
-		workflows.TargetRegionKey.ValueSet(in.TargetRegion),
-	)
-	run, err := tc.ExecuteWorkflow(ctx, opts, workflows.MigrateMachine, in)
-	var running *serviceerror.WorkflowExecutionAlreadyStarted
+// startMigration starts MigrateMachine for in.Machine, a machine UUID (key is how the user
+// named it). The workflow ID is per machine, so a second migration of the same machine while
+// one runs is refused, naming the running one.
+func startMigration(ctx context.Context, tc client.Client, key string, in workflows.MigrateMachineInput) (client.WorkflowRun, error) {
+	run, err := moves.StartMigration(ctx, tc, in)
+	var running *moves.AlreadyRunningError
 	if errors.As(err, &running) {
 		return nil, fmt.Errorf("machine %s is already being migrated by %s (run %s); follow it with `ironflow migrations show %s` or stop it with `ironflow migrations cancel %s`",
-			key, opts.ID, running.RunId, opts.ID, opts.ID)
+			key, running.ID, running.RunID, running.ID, running.ID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start the migration of machine %s: %w", key, err)
@@ -270,66 +119,42 @@ func startMigration(ctx context.Context, tc client.Client, key, machineUUID stri
 	return run, nil
 }
 
-// waitMigration waits for run to end. With progress set it polls the progress query and
-// writes each new phase, and each new error, on its own line.
-func waitMigration(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (workflows.MigrateMachineResult, error) {
-	var res workflows.MigrateMachineResult
-	var shown workflows.Progress
-	err := followRun(ctx, run, &res, func() {
-		if progress == nil {
+// waitError says how to follow or stop a move whose wait the user interrupted (Ctrl-C): the
+// workflow is not affected.
+func waitError(err error) error {
+	var stopped *moves.StoppedError
+	if errors.As(err, &stopped) {
+		return fmt.Errorf("%w. Follow it with `ironflow migrations show %s`, cancel it with `ironflow migrations cancel %s`",
+			err, stopped.ID, stopped.ID)
+	}
+	return err
+}
+
+// printProgress returns a progress callback for Kind.Wait that writes line(p) to w each
+// time it changes, and each error of errs(p) not shown yet on its own line (errs may be nil).
+func printProgress[P any](w io.Writer, line func(P) string, errs func(P) []string) func(P) {
+	if w == nil {
+		return nil
+	}
+	var zero P
+	shownLine, shownErrs := line(zero), 0
+	return func(p P) {
+		if l := line(p); l != shownLine {
+			fmt.Fprintln(w, l)
+			shownLine = l
+		}
+		if errs == nil {
 			return
 		}
-		p, err := queryAs[workflows.Progress](ctx, tc, run.GetID(), run.GetRunID())
-		if err != nil {
-			return // not answered yet (first workflow task pending) or gone: try again later
+		now := errs(p)
+		for _, e := range now[min(shownErrs, len(now)):] {
+			fmt.Fprintln(w, "error:", moves.PlainError(e))
 		}
-		if p.Phase != shown.Phase {
-			fmt.Fprintln(progress, p.Phase)
-		}
-		printNewErrors(progress, shown.Errors, p.Errors)
-		shown = p
-	})
-	switch {
-	case ctx.Err() != nil:
-		return res, stoppedWaiting("migration", run.GetID())
-	case temporal.IsCanceledError(err):
-		// A compensation that fails turns the cancellation into a failure instead.
-		return res, fmt.Errorf("migration %s was canceled; the steps it had done were undone", run.GetID())
-	case err != nil:
-		return res, fmt.Errorf("migration %s failed: %s", run.GetID(), failureMessage(err))
-	}
-	return res, nil
-}
-
-// stoppedWaiting is the error of a wait the user interrupted (Ctrl-C): the workflow is not
-// affected, and the message says how to follow or stop it.
-func stoppedWaiting(what, id string) error {
-	return fmt.Errorf("stopped waiting; the %s continues in the background. Follow it with `ironflow migrations show %s`, cancel it with `ironflow migrations cancel %s`",
-		what, id, id)
-}
-
-// followRun waits for run to end with its result in result, calling poll every
-// progressInterval and once more at the end (the final phase is usually set just before the
-// workflow returns), so callers can print progress as it changes.
-func followRun(ctx context.Context, run client.WorkflowRun, result any, poll func()) error {
-	done := make(chan error, 1)
-	go func() { done <- run.Get(ctx, result) }()
-	ticker := time.NewTicker(progressInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case err := <-done:
-			poll()
-			return err
-		case <-ticker.C:
-			poll()
-		}
+		shownErrs = len(now)
 	}
 }
 
-// printNewErrors writes the errors of now that were not in before, one per line.
-func printNewErrors(w io.Writer, before, now []string) {
-	for _, e := range now[min(len(before), len(now)):] {
-		fmt.Fprintln(w, "error:", plainError(e))
-	}
+// migrationProgress prints a migration's phases and errors.
+func migrationProgress(w io.Writer) func(workflows.Progress) {
+	return printProgress(w, func(p workflows.Progress) string { return p.Phase }, func(p workflows.Progress) []string { return p.Errors })
 }

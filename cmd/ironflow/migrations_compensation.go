@@ -1,12 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // newMigrationsCompensationCommand is `migrations compensation ID retry|abandon --reason R`:
@@ -36,15 +37,13 @@ func newMigrationsCompensationCommand() *cobra.Command {
 				return err
 			}
 			req := workflows.CompensationRequest{Action: args[1], Reason: reason, By: who.User}
-			h, err := tc.UpdateWorkflow(cmd.Context(), client.UpdateWorkflowOptions{
-				WorkflowID: id, UpdateName: workflows.CompensationUpdate, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
-			})
+			note, err := moves.Compensate(cmd.Context(), tc, id, req)
+			var refused *moves.RefusedError
+			if errors.As(err, &refused) {
+				return err
+			}
 			if err != nil {
 				return notFoundAsMigration(id, err)
-			}
-			var note string
-			if err := h.Get(cmd.Context(), &note); err != nil {
-				return fmt.Errorf("migration %s refused the request: %w", id, err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), note)
 			return nil

@@ -1,22 +1,15 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // runIDHelp says what the ID argument of show and cancel may be.
@@ -42,30 +35,17 @@ func newMigrationsShowCommand() *cobra.Command {
 				return err
 			}
 			defer tc.Close()
-			desc, err := tc.DescribeWorkflowExecution(cmd.Context(), id, "")
+			r, err := moves.Describe(cmd.Context(), tc, id)
 			if err != nil {
 				return notFoundAsMigration(id, err)
 			}
-			ctx, warn := cmd.Context(), cmd.ErrOrStderr()
-			switch desc.GetWorkflowExecutionInfo().GetType().GetName() {
-			case bulkMigrateType:
-				d, err := showRun[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult](ctx, tc, desc, warn)
-				if err != nil {
-					return err
-				}
-				return render(cmd, d, []bulkDetail{d}, bulkDetailColumns)
-			case transferRackType:
-				d, err := showRun[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult](ctx, tc, desc, warn)
-				if err != nil {
-					return err
-				}
-				return render(cmd, d, []transferDetail{d}, transferDetailColumns)
+			switch r.Type {
+			case moves.Bulk.Type():
+				return showRun(cmd, tc, moves.Bulk, r, bulkDetailColumns)
+			case moves.Transfer.Type():
+				return showRun(cmd, tc, moves.Transfer, r, transferDetailColumns)
 			}
-			d, err := showRun[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult](ctx, tc, desc, warn)
-			if err != nil {
-				return err
-			}
-			return render(cmd, d, []migrationDetail{d}, migrationDetailColumns)
+			return showRun(cmd, tc, moves.Migration, r, migrationDetailColumns)
 		},
 	}
 }
@@ -100,89 +80,38 @@ func runID(cmd *cobra.Command, arg string) (string, error) {
 	return workflows.MigrateMachineID(m.Uuid), nil
 }
 
-// showRun gathers what show prints about the latest run of desc's workflow; a running one
-// whose progress cannot be queried (no worker) is still shown, with a warning on warn.
-func showRun[In, Prog, Res any](ctx context.Context, tc client.Client, desc *workflowservice.DescribeWorkflowExecutionResponse, warn io.Writer) (runDetail[In, Prog, Res], error) {
-	d := runDetail[In, Prog, Res]{migration: migrationOf(desc.GetWorkflowExecutionInfo())}
-	id := d.WorkflowID
-	in, err := runInput[In](ctx, tc, id, d.RunID)
+// showRun renders the detail of r, a run of kind k; a running one whose progress cannot be
+// queried (no worker) is still shown, with a warning on stderr.
+func showRun[In, Prog, Res any](cmd *cobra.Command, tc client.Client, k moves.Kind[In, Prog, Res], r moves.Run, cols []column[moves.Detail[In, Prog, Res]]) error {
+	d, unanswered, err := k.Show(cmd.Context(), tc, r)
 	if err != nil {
-		return d, err
+		return err
 	}
-	redactInput(&in)
-	d.Input = &in
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		p, err := queryAs[Prog](ctx, tc, id, d.RunID)
-		if err != nil {
-			fmt.Fprintln(warn, "Warning:", err)
-		} else {
-			d.Progress = &p
-		}
-		return d, nil
+	if unanswered != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", unanswered)
 	}
-	var res Res
-	if err := tc.GetWorkflow(ctx, id, d.RunID).Get(ctx, &res); err != nil {
-		d.Failure = failureMessage(err)
-	} else {
-		d.Result = &res
-	}
-	return d, nil
-}
-
-// redactInput blanks what a shown input must not print: a user's ticket may still be unspent,
-// and a grant authorises moves until it expires.
-func redactInput(in any) {
-	switch in := in.(type) {
-	case *workflows.MigrateMachineInput:
-		*in = in.Redacted()
-	case *workflows.TransferRackInput:
-		in.Grant = workflows.Redact(in.Grant)
-	case *workflows.BulkMigrateInput:
-		in.Grant = workflows.Redact(in.Grant)
-	}
-}
-
-// runInput reads the input of a run from its first history event.
-func runInput[In any](ctx context.Context, tc client.Client, id, runID string) (In, error) {
-	var in In
-	events := tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !events.HasNext() {
-		return in, fmt.Errorf("migration %s has no history", id)
-	}
-	first, err := events.Next()
-	if err != nil {
-		return in, fmt.Errorf("history of migration %s: %w", id, err)
-	}
-	started := first.GetWorkflowExecutionStartedEventAttributes()
-	if started == nil {
-		return in, fmt.Errorf("history of migration %s does not start with its input", id)
-	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in); err != nil {
-		return in, fmt.Errorf("input of migration %s: %w", id, err)
-	}
-	return in, nil
+	return render(cmd, d, []moves.Detail[In, Prog, Res]{d}, cols)
 }
 
 // runColumns are the columns every kind of run shows, then its own.
-func runColumns[In, Prog, Res any](progress func(runDetail[In, Prog, Res]) string) []column[runDetail[In, Prog, Res]] {
-	get := func(d runDetail[In, Prog, Res]) migration { return d.migration }
-	return []column[runDetail[In, Prog, Res]]{
-		{"WORKFLOW ID", func(d runDetail[In, Prog, Res]) string { return get(d).WorkflowID }},
-		{"STATUS", func(d runDetail[In, Prog, Res]) string { return get(d).Status }},
-		{"FROM", func(d runDetail[In, Prog, Res]) string { return get(d).SourceRegion }},
-		{"TO", func(d runDetail[In, Prog, Res]) string { return get(d).TargetRegion }},
+func runColumns[In, Prog, Res any](progress func(moves.Detail[In, Prog, Res]) string) []column[moves.Detail[In, Prog, Res]] {
+	type detail = moves.Detail[In, Prog, Res]
+	return []column[detail]{
+		{"WORKFLOW ID", func(d detail) string { return d.WorkflowID }},
+		{"STATUS", func(d detail) string { return d.Status }},
+		{"FROM", func(d detail) string { return d.SourceRegion }},
+		{"TO", func(d detail) string { return d.TargetRegion }},
 		{"PROGRESS", progress},
-		{"START", func(d runDetail[In, Prog, Res]) string { return cellTime(get(d).StartTime) }},
-		{"CLOSE", func(d runDetail[In, Prog, Res]) string { return cellTime(get(d).CloseTime) }},
-		{"FAILURE", func(d runDetail[In, Prog, Res]) string { return d.Failure }},
+		{"START", func(d detail) string { return cellTime(d.StartTime) }},
+		{"CLOSE", func(d detail) string { return cellTime(d.CloseTime) }},
+		{"FAILURE", func(d detail) string { return d.Failure }},
 	}
 }
 
 var bulkDetailColumns = runColumns(func(d bulkDetail) string {
 	switch {
 	case d.Progress != nil:
-		p := d.Progress
-		return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped, %d running", p.Done, p.Total, p.Failed, p.Skipped, p.Running)
+		return bulkProgressLine(*d.Progress)
 	case d.Result != nil:
 		r := d.Result
 		return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped", len(r.Succeeded), r.Total, len(r.Failed), len(r.Skipped))
@@ -193,8 +122,7 @@ var bulkDetailColumns = runColumns(func(d bulkDetail) string {
 var transferDetailColumns = runColumns(func(d transferDetail) string {
 	switch {
 	case d.Progress != nil:
-		p := d.Progress
-		return fmt.Sprintf("%s (machines %d/%d, %d failed, %d skipped)", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped)
+		return transferProgressLine(*d.Progress)
 	case d.Result != nil:
 		r := d.Result
 		return fmt.Sprintf("rack %s: %d machines, %d subnets, %d pods, %d leases", r.RackName, r.Machines, r.Copied.Subnets, r.Copied.Pods, r.Copied.Leases)
@@ -203,8 +131,7 @@ var transferDetailColumns = runColumns(func(d transferDetail) string {
 })
 
 func notFoundAsMigration(id string, err error) error {
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
+	if moves.IsNotFound(err) {
 		return fmt.Errorf("no migration %s (ironflow migrations list shows them): %w", id, err)
 	}
 	return fmt.Errorf("migration %s: %w", id, err)
@@ -228,38 +155,22 @@ func newMigrationsCancelCommand() *cobra.Command {
 			if _, err := requireOperator(cmd.Context(), cmd); err != nil {
 				return err
 			}
-			desc, err := tc.DescribeWorkflowExecution(cmd.Context(), id, "")
+			r, err := moves.Describe(cmd.Context(), tc, id)
 			if err != nil {
 				return notFoundAsMigration(id, err)
 			}
-			if info := desc.GetWorkflowExecutionInfo(); info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if !r.Running() {
 				return fmt.Errorf("migration %s already finished (%s at %s): there is nothing to cancel; see ironflow migrations show %s",
-					id, nameOfStatus(info.GetStatus()), cellTime(info.GetCloseTime().AsTime()), id)
+					id, r.Status, cellTime(r.CloseTime), id)
 			}
-			if err := requireSourceRegion(cmd.Context(), cmd, id, desc); err != nil {
+			if err := requireSourceRegion(cmd.Context(), cmd, r); err != nil {
 				return err
 			}
-			if err := tc.CancelWorkflow(cmd.Context(), id, ""); err != nil {
+			if err := moves.Cancel(cmd.Context(), tc, id); err != nil {
 				return notFoundAsMigration(id, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Cancel requested for migration %s; it undoes its steps. Follow it with: ironflow migrations show %s\n", id, id)
 			return nil
 		},
 	}
-}
-
-// failureMessage says why a run failed without the SDK's wrapping: the message of the first
-// application error (the workflow's own, or the activity's that failed it), else the cause.
-func failureMessage(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return plainError(appErr.Message())
-	}
-	var wfErr *temporal.WorkflowExecutionError
-	if errors.As(err, &wfErr) {
-		if cause := errors.Unwrap(wfErr); cause != nil {
-			return plainError(cause.Error())
-		}
-	}
-	return plainError(err.Error())
 }

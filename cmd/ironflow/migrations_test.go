@@ -18,6 +18,7 @@ import (
 	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // forward is what the fake worker runs for a migration with a ticket, stub kept.
@@ -155,7 +156,7 @@ func TestMigrationLifecycle(t *testing.T) {
 		t.Errorf("input %+v, want %+v", *d.Input, wantInput)
 	}
 	if d.MachineUuid != s.machine || d.MachineName != "birdy" || d.SourceRegion != "region-a" || d.TargetRegion != "region-b" {
-		t.Errorf("search attributes %+v", d.migration)
+		t.Errorf("search attributes %+v", d.Run)
 	}
 
 	eventually(t, func() string {
@@ -197,7 +198,7 @@ func listed(t *testing.T, flags []string, id, status, phase string) string {
 	if code != 0 {
 		return "list: " + stderr
 	}
-	list := decode[[]migration](t, out)
+	list := decode[[]moves.Run](t, out)
 	if len(list) != 1 || list[0].WorkflowID != id || list[0].Status != status || list[0].MigrationPhase != phase {
 		return "list " + strings.Join(flags, " ") + " shows " + out + ", want " + id + " " + status + " " + phase
 	}

@@ -6,12 +6,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 func newRacksRecoverCommand() *cobra.Command {
@@ -70,7 +68,7 @@ func recoverRack(cmd *cobra.Command, key string) error {
 	}
 	var res workflows.RecoverRackResult
 	if err := run.Get(ctx, &res); err != nil {
-		return fmt.Errorf("recovery %s of rack %s failed: %s", run.GetID(), rack.Name, failureMessage(err))
+		return fmt.Errorf("recovery %s of rack %s failed: %s", run.GetID(), rack.Name, moves.FailureMessage(err))
 	}
 	if len(res.Recovered) == 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "nothing to recover: no ended transfer of rack %s holds it on %s or on a region its holds name\n", rack.Name, info.Name)
@@ -78,21 +76,13 @@ func recoverRack(cmd *cobra.Command, key string) error {
 	return render(cmd, res, res.Recovered, recoveredColumns)
 }
 
-// startRecovery starts RecoverRackTransfer under the rack's transfer ID: a transfer (or a
-// recovery) of the rack that still runs refuses the start.
+// startRecovery starts the recovery of rack name; a transfer (or a recovery) of the rack that
+// still runs refuses it.
 func startRecovery(ctx context.Context, tc client.Client, name string, in workflows.RecoverRackInput) (client.WorkflowRun, error) {
-	opts := client.StartWorkflowOptions{
-		ID:                                       workflows.TransferRackID(in.Rack),
-		TaskQueue:                                workflows.TaskQueue,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:                    temporal.NewSearchAttributes(workflows.RackUuidKey.ValueSet(in.Rack)),
-		Memo:                                     map[string]any{memoStartedBy: in.StartedBy},
-	}
-	run, err := tc.ExecuteWorkflow(ctx, opts, workflows.RecoverRackTransfer, in)
-	var running *serviceerror.WorkflowExecutionAlreadyStarted
+	run, err := moves.StartRecovery(ctx, tc, in)
+	var running *moves.AlreadyRunningError
 	if errors.As(err, &running) {
-		return nil, fmt.Errorf("rack %s: %s is still running (run %s); recover only after it has ended: wait for it, or cancel it so it undoes its own steps", name, opts.ID, running.RunId)
+		return nil, fmt.Errorf("rack %s: %s is still running (run %s); recover only after it has ended: wait for it, or cancel it so it undoes its own steps", name, running.ID, running.RunID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start the recovery of rack %s: %w", name, err)

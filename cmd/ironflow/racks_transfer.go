@@ -1,20 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // transferOptions are the flags of racks transfer.
@@ -89,73 +84,30 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 		return err
 	}
 	in.Grant = grant.Token
-	run, err := startTransfer(cmd.Context(), tc, rack.Name, in)
+	run, err := moves.StartTransfer(cmd.Context(), tc, in)
+	var running *moves.AlreadyRunningError
+	if errors.As(err, &running) {
+		return fmt.Errorf("rack %s is already being transferred by %s (run %s)", rack.Name, running.ID, running.RunID)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("start the transfer of rack %s: %w", rack.Name, err)
 	}
 	if !o.wait {
 		started := startedMigration{WorkflowID: run.GetID(), RunID: run.GetRunID()}
 		fmt.Fprintf(cmd.ErrOrStderr(), "Follow it with: temporal workflow query --type %s --workflow-id %s\n", workflows.ProgressQuery, run.GetID())
 		return render(cmd, started, []startedMigration{started}, startedColumns)
 	}
-	res, err := waitTransfer(cmd.Context(), tc, run, cmd.ErrOrStderr())
+	res, err := moves.Transfer.Wait(cmd.Context(), tc, run,
+		printProgress(cmd.ErrOrStderr(), transferProgressLine, func(p workflows.TransferProgress) []string { return p.Errors }))
 	if err != nil {
-		return err
+		return waitError(err)
 	}
 	return render(cmd, res, []workflows.TransferRackResult{res}, transferColumns)
 }
 
-// startTransfer starts TransferRack with the rack's workflow ID; a running transfer of the
-// same rack refuses the start.
-func startTransfer(ctx context.Context, tc client.Client, name string, in workflows.TransferRackInput) (client.WorkflowRun, error) {
-	opts := client.StartWorkflowOptions{
-		ID:                                       workflows.TransferRackID(in.Rack),
-		TaskQueue:                                workflows.TaskQueue,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.RackUuidKey.ValueSet(in.Rack),
-			workflows.SourceRegionKey.ValueSet(in.SourceRegion),
-			workflows.TargetRegionKey.ValueSet(in.TargetRegion),
-		),
-		Memo: startedByMemo(in.Grant),
-	}
-	run, err := tc.ExecuteWorkflow(ctx, opts, workflows.TransferRack, in)
-	var running *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &running) {
-		return nil, fmt.Errorf("rack %s is already being transferred by %s (run %s)", name, opts.ID, running.RunId)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("start the transfer of rack %s: %w", name, err)
-	}
-	return run, nil
-}
-
-// waitTransfer waits for run to end, writing its phase and machine counts to progress each
-// time they change, and each new error on its own line.
-func waitTransfer(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (workflows.TransferRackResult, error) {
-	var res workflows.TransferRackResult
-	var shown workflows.TransferProgress
-	err := followRun(ctx, run, &res, func() {
-		p, err := queryAs[workflows.TransferProgress](ctx, tc, run.GetID(), run.GetRunID())
-		if err != nil {
-			return // not answered yet or gone: try again later
-		}
-		if p.Phase != shown.Phase || p.MachinesDone != shown.MachinesDone || p.MachinesFailed != shown.MachinesFailed || p.MachinesSkipped != shown.MachinesSkipped {
-			fmt.Fprintf(progress, "%s (machines %d/%d, %d failed, %d skipped)\n", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped)
-		}
-		printNewErrors(progress, shown.Errors, p.Errors)
-		shown = p
-	})
-	switch {
-	case ctx.Err() != nil:
-		return res, stoppedWaiting("rack transfer", run.GetID())
-	case temporal.IsCanceledError(err):
-		return res, fmt.Errorf("transfer %s was canceled; the steps it had done before the repoint were undone", run.GetID())
-	case err != nil:
-		return res, fmt.Errorf("transfer %s failed: %s", run.GetID(), failureMessage(err))
-	}
-	return res, nil
+// transferProgressLine is a transfer's phase and machine counts.
+func transferProgressLine(p workflows.TransferProgress) string {
+	return fmt.Sprintf("%s (machines %d/%d, %d failed, %d skipped)", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped)
 }
 
 var transferColumns = []column[workflows.TransferRackResult]{

@@ -5,28 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
-)
-
-// Memo keys of a bulk migration schedule: what `schedule list` shows. Temporal keeps a cron
-// spec only in its compiled form, so the expression the user wrote is kept here.
-const (
-	memoCron  = "cron"
-	memoInput = "input"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // newBulkMigrationCommands are `migrations bulk` and `migrations schedule ...`.
@@ -98,19 +87,6 @@ func (o *bulkOptions) checkRegions(ctx context.Context, tc client.Client) error 
 	return checkRegions(ctx, tc, regionArg{"--from", o.from}, regionArg{"--to", o.to})
 }
 
-// bulkSearchAttributes let `temporal workflow list` find bulk migrations by region.
-func bulkSearchAttributes(in workflows.BulkMigrateInput) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(workflows.SourceRegionKey.ValueSet(in.SourceRegion), workflows.TargetRegionKey.ValueSet(in.TargetRegion))
-}
-
-// checkName refuses names that would make odd workflow and schedule IDs.
-func checkName(name string) error {
-	if name == "" || strings.ContainsAny(name, "/ \t\n") {
-		return fmt.Errorf("name %q must be non-empty, without spaces or slashes", name)
-	}
-	return nil
-}
-
 func newMigrationsBulkCommand() *cobra.Command {
 	var o bulkOptions
 	var name string
@@ -136,7 +112,7 @@ The regions are checked with the workers before anything starts.`,
 			if name == "" {
 				name = uuid.NewString()
 			}
-			if err := checkName(name); err != nil {
+			if err := moves.CheckName(name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
@@ -150,16 +126,13 @@ The regions are checked with the workers before anything starts.`,
 			if in.Grant, err = bulkGrant(cmd, in, 0); err != nil {
 				return err
 			}
-			opts := workflows.BulkMigrateStartOptions(name)
-			opts.TypedSearchAttributes = bulkSearchAttributes(in)
-			opts.Memo = startedByMemo(in.Grant)
-			run, err := tc.ExecuteWorkflow(cmd.Context(), opts, workflows.BulkMigrate, in)
-			var running *serviceerror.WorkflowExecutionAlreadyStarted
+			run, err := moves.StartBulk(cmd.Context(), tc, name, in)
+			var running *moves.AlreadyRunningError
 			if errors.As(err, &running) {
-				return fmt.Errorf("bulk migration %s is already running (run %s); pick another --name or cancel it with `ironflow migrations cancel %s`", opts.ID, running.RunId, opts.ID)
+				return fmt.Errorf("bulk migration %s is already running (run %s); pick another --name or cancel it with `ironflow migrations cancel %s`", running.ID, running.RunID, running.ID)
 			}
 			if err != nil {
-				return fmt.Errorf("start bulk migration %s: %w", opts.ID, err)
+				return fmt.Errorf("start bulk migration %s: %w", workflows.BulkMigrateID(name), err)
 			}
 			if !wait {
 				started := startedMigration{WorkflowID: run.GetID(), RunID: run.GetRunID()}
@@ -168,7 +141,7 @@ The regions are checked with the workers before anything starts.`,
 			}
 			res, err := waitBulk(cmd.Context(), tc, run, cmd.ErrOrStderr())
 			if err != nil {
-				return err
+				return waitError(err)
 			}
 			if err := render(cmd, res, res.rows(), bulkResultColumns); err != nil {
 				return err
@@ -191,15 +164,12 @@ type bulkResult struct{ workflows.BulkMigrateResult }
 type bulkRow struct{ machine, status, err string }
 
 func (r bulkResult) rows() []bulkRow {
-	rows := make([]bulkRow, 0, len(r.Succeeded)+len(r.Failed)+len(r.Skipped))
+	rows := make([]bulkRow, 0, len(r.Succeeded)+len(r.Failed))
 	for _, m := range r.Succeeded {
 		rows = append(rows, bulkRow{m, "migrated", ""})
 	}
 	for _, f := range r.Failed {
 		rows = append(rows, bulkRow{f.Machine, "failed", f.Error})
-	}
-	for _, s := range r.Skipped {
-		rows = append(rows, bulkRow{s.Machine, "skipped", s.Reason})
 	}
 	return rows
 }
@@ -211,44 +181,19 @@ var bulkResultColumns = []column[bulkRow]{
 }
 
 // waitBulk waits for a bulk migration, following it across continue-as-new, and writes its
-// progress to progress each time it changes.
+// progress to progress each time it changes, then its final counts.
 func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, progress io.Writer) (bulkResult, error) {
-	var res bulkResult
-	var shown workflows.BulkProgress
-	err := followRun(ctx, run, &res.BulkMigrateResult, func() {
-		// The latest run: after continue-as-new the first run no longer answers.
-		p, err := queryAs[workflows.BulkProgress](ctx, tc, run.GetID(), "")
-		if err != nil || p.Total == shown.Total && p.Done == shown.Done && p.Failed == shown.Failed && p.Running == shown.Running && p.Skipped == shown.Skipped {
-			return
-		}
-		fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d skipped, %d running\n", p.Done, p.Total, p.Failed, p.Skipped, p.Running)
-		shown = p
-	})
-	switch {
-	case ctx.Err() != nil:
-		return res, stoppedWaiting("bulk migration", run.GetID())
-	case temporal.IsCanceledError(err):
-		return res, fmt.Errorf("bulk migration %s was canceled; its running migrations undid their steps", run.GetID())
-	case err != nil:
-		return res, fmt.Errorf("bulk migration %s failed: %s", run.GetID(), failureMessage(err))
+	res, err := moves.Bulk.Wait(ctx, tc, run, printProgress(progress, bulkProgressLine, nil))
+	if err != nil {
+		return bulkResult{res}, err
 	}
 	fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d skipped\n", len(res.Succeeded), res.Total, len(res.Failed), len(res.Skipped))
-	return res, nil
+	return bulkResult{res}, nil
 }
 
-// queryAs asks a workflow for its progress and decodes the answer as T.
-func queryAs[T any](ctx context.Context, tc client.Client, id, runID string) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
-	var v T
-	answer, err := tc.QueryWorkflow(ctx, id, runID, workflows.ProgressQuery)
-	if err != nil {
-		return v, fmt.Errorf("progress of %s (is a worker running?): %w", id, err)
-	}
-	if err := answer.Get(&v); err != nil {
-		return v, fmt.Errorf("progress of %s: %w", id, err)
-	}
-	return v, nil
+// bulkProgressLine is a running bulk migration's counts.
+func bulkProgressLine(p workflows.BulkProgress) string {
+	return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped, %d running", p.Done, p.Total, p.Failed, p.Skipped, p.Running)
 }
 
 func newMigrationsScheduleCommand() *cobra.Command {
@@ -278,7 +223,7 @@ prefixed with CRON_TZ=Zone; or one of @hourly, @daily, @weekly, @monthly, @every
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := checkName(name); err != nil {
+			if err := moves.CheckName(name); err != nil {
 				return err
 			}
 			if err := checkCron(cron); err != nil {
@@ -301,25 +246,12 @@ prefixed with CRON_TZ=Zone; or one of @hourly, @daily, @weekly, @monthly, @every
 			if in.Grant, err = bulkGrant(cmd, in, api.MaxGrantTTL); err != nil {
 				return err
 			}
-			id := workflows.BulkMigrateID(name)
-			_, err = tc.ScheduleClient().Create(cmd.Context(), client.ScheduleOptions{
-				ID:   id,
-				Spec: client.ScheduleSpec{CronExpressions: []string{cron}},
-				Action: &client.ScheduleWorkflowAction{
-					ID:                    id,
-					Workflow:              workflows.BulkMigrate,
-					Args:                  []any{in},
-					TaskQueue:             workflows.TaskQueue,
-					TypedSearchAttributes: bulkSearchAttributes(in),
-				},
-				Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-				Memo:    map[string]any{memoCron: cron, memoInput: in},
-			})
-			var invalid *serviceerror.InvalidArgument
+			err = moves.CreateSchedule(cmd.Context(), tc, name, cron, in)
+			var invalid *moves.InvalidSpecError
 			switch {
-			case errors.Is(err, temporal.ErrScheduleAlreadyRunning):
+			case errors.Is(err, moves.ErrScheduleExists):
 				return fmt.Errorf("schedule %s already exists; delete it first (ironflow migrations schedule delete %s)", name, name)
-			case errors.As(err, &invalid) && strings.Contains(invalid.Message, "schedule spec"):
+			case errors.As(err, &invalid):
 				return fmt.Errorf("invalid --cron %q for schedule %s: %s", cron, name, invalid.Message)
 			case err != nil:
 				return fmt.Errorf("create schedule %s: %w", name, err)
@@ -353,28 +285,16 @@ func checkCron(cron string) error {
 	return nil
 }
 
-// schedule is one bulk migration schedule as `schedule list` shows it.
-type schedule struct {
-	Name           string                     `json:"Name"`
-	ScheduleID     string                     `json:"ScheduleID"`
-	Cron           string                     `json:"Cron"`
-	Paused         bool                       `json:"Paused"`
-	NextRun        time.Time                  `json:"NextRun,omitzero"`
-	LastRun        time.Time                  `json:"LastRun,omitzero"`
-	LastWorkflowID string                     `json:"LastWorkflowID,omitempty"`
-	Input          workflows.BulkMigrateInput `json:"Input"`
-}
-
-var scheduleColumns = []column[schedule]{
-	{"NAME", func(s schedule) string { return s.Name }},
-	{"CRON", func(s schedule) string { return s.Cron }},
-	{"FROM", func(s schedule) string { return s.Input.SourceRegion }},
-	{"TO", func(s schedule) string { return s.Input.TargetRegion }},
-	{"SELECTOR", func(s schedule) string { return s.Input.Selector.String() }},
-	{"WINDOW", func(s schedule) string { return cellInt(s.Input.Window) }},
-	{"PAUSED", func(s schedule) string { return cellBool(s.Paused) }},
-	{"NEXT RUN", func(s schedule) string { return cellTime(s.NextRun) }},
-	{"LAST RUN", func(s schedule) string { return cellTime(s.LastRun) }},
+var scheduleColumns = []column[moves.Schedule]{
+	{"NAME", func(s moves.Schedule) string { return s.Name }},
+	{"CRON", func(s moves.Schedule) string { return s.Cron }},
+	{"FROM", func(s moves.Schedule) string { return s.Input.SourceRegion }},
+	{"TO", func(s moves.Schedule) string { return s.Input.TargetRegion }},
+	{"SELECTOR", func(s moves.Schedule) string { return s.Input.Selector.String() }},
+	{"WINDOW", func(s moves.Schedule) string { return cellInt(s.Input.Window) }},
+	{"PAUSED", func(s moves.Schedule) string { return cellBool(s.Paused) }},
+	{"NEXT RUN", func(s moves.Schedule) string { return cellTime(s.NextRun) }},
+	{"LAST RUN", func(s moves.Schedule) string { return cellTime(s.LastRun) }},
 }
 
 func newScheduleListCommand() *cobra.Command {
@@ -390,7 +310,7 @@ func newScheduleListCommand() *cobra.Command {
 				return err
 			}
 			defer tc.Close()
-			list, err := listSchedules(cmd.Context(), tc)
+			list, err := moves.ListSchedules(cmd.Context(), tc)
 			if err != nil {
 				return err
 			}
@@ -400,49 +320,8 @@ func newScheduleListCommand() *cobra.Command {
 	return c
 }
 
-// listSchedules returns the bulk migration schedules by name; other schedules of the
-// namespace are left out.
-func listSchedules(ctx context.Context, tc client.Client) ([]schedule, error) {
-	it, err := tc.ScheduleClient().List(ctx, client.ScheduleListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	prefix := workflows.BulkMigrateID("")
-	list := []schedule{}
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		if !strings.HasPrefix(e.ID, prefix) {
-			continue
-		}
-		s := schedule{Name: strings.TrimPrefix(e.ID, prefix), ScheduleID: e.ID, Paused: e.Paused}
-		if len(e.NextActionTimes) > 0 {
-			s.NextRun = e.NextActionTimes[0]
-		}
-		if n := len(e.RecentActions); n > 0 {
-			s.LastRun = e.RecentActions[n-1].ActualTime
-			if w := e.RecentActions[n-1].StartWorkflowResult; w != nil {
-				s.LastWorkflowID = w.WorkflowID
-			}
-		}
-		fields := e.Memo.GetFields()
-		dc := converter.GetDefaultDataConverter()
-		if p := fields[memoCron]; p != nil {
-			_ = dc.FromPayload(p, &s.Cron) // a memo written by hand shows empty
-		}
-		if p := fields[memoInput]; p != nil {
-			_ = dc.FromPayload(p, &s.Input)
-		}
-		list = append(list, s)
-	}
-	slices.SortFunc(list, func(a, b schedule) int { return strings.Compare(a.Name, b.Name) })
-	return list, nil
-}
-
 // scheduleCommand is a command on one existing schedule, NAME.
-func scheduleCommand(use, short, example string, do func(ctx context.Context, h client.ScheduleHandle) error, done string) *cobra.Command {
+func scheduleCommand(use, short, example string, do func(ctx context.Context, tc client.Client, name string) error, done string) *cobra.Command {
 	c := &cobra.Command{
 		Use:     use + " NAME",
 		Short:   short,
@@ -450,7 +329,7 @@ func scheduleCommand(use, short, example string, do func(ctx context.Context, h 
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := checkName(name); err != nil {
+			if err := moves.CheckName(name); err != nil {
 				return err
 			}
 			tc, err := dialTemporal(cmd, cliLogger(cmd))
@@ -458,9 +337,8 @@ func scheduleCommand(use, short, example string, do func(ctx context.Context, h 
 				return err
 			}
 			defer tc.Close()
-			err = do(cmd.Context(), tc.ScheduleClient().GetHandle(cmd.Context(), workflows.BulkMigrateID(name)))
-			var notFound *serviceerror.NotFound
-			if errors.As(err, &notFound) {
+			err = do(cmd.Context(), tc, name)
+			if errors.Is(err, moves.ErrNoSchedule) {
 				return fmt.Errorf("no schedule %s (see ironflow migrations schedule list)", name)
 			}
 			if err != nil {
@@ -477,14 +355,9 @@ func newScheduleDeleteCommand() *cobra.Command {
 	var grant string
 	c := scheduleCommand("delete", "Delete a bulk migration schedule and revoke its grant; running bulk migrations go on",
 		"  ironflow migrations schedule delete nightly",
-		func(ctx context.Context, h client.ScheduleHandle) error {
-			if desc, err := h.Describe(ctx); err == nil {
-				var in workflows.BulkMigrateInput
-				if p := desc.Memo.GetFields()[memoInput]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &in) == nil {
-					grant = in.Grant
-				}
-			}
-			return h.Delete(ctx)
+		func(ctx context.Context, tc client.Client, name string) (err error) {
+			grant, err = moves.DeleteSchedule(ctx, tc, name)
+			return err
 		},
 		"Deleted schedule %s")
 	run := c.RunE
@@ -503,8 +376,6 @@ func newScheduleDeleteCommand() *cobra.Command {
 func newScheduleTriggerCommand() *cobra.Command {
 	return scheduleCommand("trigger", "Start a schedule's bulk migration now (skipped while one still runs)",
 		"  ironflow migrations schedule trigger nightly\n  ironflow migrations show bulk-migrate/nightly    # its progress",
-		func(ctx context.Context, h client.ScheduleHandle) error {
-			return h.Trigger(ctx, client.ScheduleTriggerOptions{})
-		},
+		moves.TriggerSchedule,
 		"Triggered schedule %s; follow it with: ironflow migrations schedule list")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // The bulk migration tests run in a namespace of their own on the shared dev server, with a
@@ -212,13 +213,13 @@ func TestScheduleLifecycle(t *testing.T) {
 	}
 
 	wantInput := workflows.BulkMigrateInput{SourceRegion: "region-a", TargetRegion: "region-b", Selector: activities.Selector{Pool: s.pool}, Window: 3, WaitForRunningJob: 10 * time.Minute}
-	var listed schedule
+	var listed moves.Schedule
 	eventually(t, func() string {
 		code, out, stderr := ironflow(t, "", "migrations", "schedule", "list")
 		if code != 0 {
 			return "list: " + stderr
 		}
-		for _, sc := range decode[[]schedule](t, out) {
+		for _, sc := range decode[[]moves.Schedule](t, out) {
 			if sc.Name == bad {
 				t.Fatalf("list shows the refused schedule: %s", out)
 			}

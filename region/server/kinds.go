@@ -18,9 +18,9 @@ type kind struct {
 	redact func(any)
 }
 
-// redacting gives k a redact function that applies blank to a *T or each element of a *[]T.
-func redacting[T any](k kind, blank func(*T)) kind {
-	k.redact = func(v any) {
+// redactor is a redact function that applies blank to a *T or each element of a *[]T.
+func redactor[T any](blank func(*T)) func(any) {
+	return func(v any) {
 		switch v := v.(type) {
 		case *T:
 			blank(v)
@@ -30,7 +30,6 @@ func redacting[T any](k kind, blank func(*T)) kind {
 			}
 		}
 	}
-	return k
 }
 
 // hideSecrets redacts obj for callers that may not read secrets.
@@ -40,30 +39,32 @@ func hideSecrets(c *call, k kind, obj any) {
 	}
 }
 
-func kindOf[T any](name, ownerField string) kind {
-	return kind{
-		name:       name,
-		newObj:     func() any { return new(T) },
-		newList:    func() any { return &[]T{} },
-		ownerField: ownerField,
-	}
+// kinds are the kinds of region/api.Kinds as the routes serve them.
+var kinds = serverKinds(api.Kinds)
+
+// redactions blank the secret fields of the kinds that have them.
+var redactions = map[string]func(any){
+	// Machine.Secret is the agent's credential: only admins and operators see it.
+	api.KindMachines: redactor(func(m *api.Machine) { m.Secret = "" }),
 }
 
-// kinds lists every kind of the generic CRUD routes with its api type.
-var kinds = []kind{
-	// Machine.Secret is the agent's credential: only admins and operators see it.
-	redacting(kindOf[api.Machine](api.KindMachines, "Uuid"), func(m *api.Machine) { m.Secret = "" }),
-	kindOf[api.Job](api.KindJobs, "Machine"),
-	kindOf[api.Profile](api.KindProfiles, ""),
-	kindOf[api.Pool](api.KindPools, ""),
-	kindOf[api.Pod](api.KindPods, ""),
-	kindOf[api.Fabric](api.KindFabrics, ""),
-	kindOf[api.VLAN](api.KindVLANs, ""),
-	kindOf[api.Subnet](api.KindSubnets, ""),
-	kindOf[api.Lease](api.KindLeases, ""),
-	kindOf[api.Rack](api.KindRacks, ""),
-	kindOf[api.User](api.KindUsers, ""),
-	kindOf[api.Task](api.KindTasks, ""),
+func serverKinds(list []api.Kind) []kind {
+	out := make([]kind, len(list))
+	for i, k := range list {
+		sliceType := reflect.SliceOf(k.Type)
+		out[i] = kind{
+			name:   k.Name,
+			newObj: func() any { return reflect.New(k.Type).Interface() },
+			newList: func() any { // an empty list, not nil: it answers [] rather than null
+				list := reflect.New(sliceType)
+				list.Elem().Set(reflect.MakeSlice(sliceType, 0, 0))
+				return list.Interface()
+			},
+			ownerField: k.Owner,
+			redact:     redactions[k.Name],
+		}
+	}
+	return out
 }
 
 func kindNamed(name string) kind {

@@ -237,3 +237,23 @@ func cut(key string) (string, string, bool) {
 	}
 	return "", "", false
 }
+
+// TestStoreHasEveryKind: every kind of region/api.Kinds has its descriptor and its table
+// here, and lists as its own type; the store serves no kind the API does not list.
+func TestStoreHasEveryKind(t *testing.T) {
+	s, _ := newStore(t)
+	for _, k := range api.Kinds {
+		list := reflect.New(reflect.SliceOf(k.Type))
+		if err := s.List(context.Background(), k.Name, store.ListOptions{}, list.Interface()); err != nil {
+			t.Errorf("kind %s (%s): %v", k.Name, k.Type, err)
+		}
+	}
+	names := make([]string, len(api.Kinds))
+	for i, k := range api.Kinds {
+		names[i] = k.Name
+	}
+	slices.Sort(names)
+	if got := store.KindNames(); !slices.Equal(got, names) {
+		t.Errorf("the store has kinds %v, region/api.Kinds %v", got, names)
+	}
+}

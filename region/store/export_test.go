@@ -1,6 +1,11 @@
 package store
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"maps"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // The tests are in package store_test (dev/pgtest imports dev, which imports this package);
 // these give them the internals they inspect.
@@ -16,3 +21,6 @@ func LatestMigration() (count, version int, err error) {
 	}
 	return len(all), all[len(all)-1].version, nil
 }
+
+// KindNames lists the kinds the store has descriptors for.
+func KindNames() []string { return slices.Sorted(maps.Keys(kinds)) }

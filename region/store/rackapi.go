@@ -73,10 +73,6 @@ func deriveStatus(r *api.Rack, now time.Time) {
 	r.Status = RackStatus(r.Status, r.LastSeen, now)
 }
 
-func init() {
-	kinds[api.KindRacks] = rackStatusView{racks}
-}
-
 // RackSecret returns the region's stored rack secret, minting it on first use. Concurrent
 // first calls of several region processes agree on one secret.
 func (s *Store) RackSecret(ctx context.Context) (string, error) {

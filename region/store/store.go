@@ -66,7 +66,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	return classify(s.pool.Ping(ctx))
 }
 
-// kinds maps the api kind names to their descriptors.
+// kinds maps the names of region/api.Kinds to their descriptors (TestStoreHasEveryKind).
 var kinds = map[string]kindOps{
 	api.KindMachines: machines,
 	api.KindJobs:     jobs,
@@ -77,7 +77,7 @@ var kinds = map[string]kindOps{
 	api.KindVLANs:    vlans,
 	api.KindSubnets:  subnets,
 	api.KindLeases:   leases,
-	api.KindRacks:    racks,
+	api.KindRacks:    rackStatusView{racks}, // reads derive Status from heartbeats
 	api.KindUsers:    users,
 	api.KindTasks:    tasks,
 }

@@ -1,0 +1,70 @@
+// Package moves is the Temporal client side of Ironflow's moves: it starts, follows, lists,
+// shows, cancels and updates machine migrations, rack transfers and bulk migrations, and
+// manages the bulk migration schedules. It owns what a client must agree on with the
+// workflows: workflow IDs and start options, search attributes, memos, the progress query.
+// It neither prints nor knows the CLI's flags: its callers render what it returns.
+package moves
+
+import (
+	"reflect"
+	"runtime"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Kind is one kind of move as a client sees it: its workflow and its payload types.
+type Kind[In, Prog, Res any] struct {
+	// Workflow is the workflow function; its name is the workflow type.
+	Workflow func(workflow.Context, In) (Res, error)
+	// noun names a run in errors ("migration X failed"); subject in "the X continues".
+	noun, subject string
+	// undone says what a cancellation of a run has undone.
+	undone string
+	// latestRun: the progress query goes to the latest run of the workflow ID, which
+	// continues as new.
+	latestRun bool
+	// redact hides what must not be shown of an input (nil: nothing).
+	redact func(In) In
+}
+
+// The kinds of move.
+var (
+	Migration = Kind[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult]{
+		Workflow: workflows.MigrateMachine,
+		noun:     "migration", subject: "migration",
+		undone: "the steps it had done were undone",
+		redact: workflows.MigrateMachineInput.Redacted, // a user's ticket may still be unspent
+	}
+	Transfer = Kind[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult]{
+		Workflow: workflows.TransferRack,
+		noun:     "transfer", subject: "rack transfer",
+		undone: "the steps it had done before the repoint were undone",
+		redact: func(in workflows.TransferRackInput) workflows.TransferRackInput {
+			in.Grant = workflows.Redact(in.Grant) // a grant authorises moves until it expires
+			return in
+		},
+	}
+	Bulk = Kind[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]{
+		Workflow: workflows.BulkMigrate,
+		noun:     "bulk migration", subject: "bulk migration",
+		undone:    "its running migrations undid their steps",
+		latestRun: true,
+		redact: func(in workflows.BulkMigrateInput) workflows.BulkMigrateInput {
+			in.Grant = workflows.Redact(in.Grant)
+			return in
+		},
+	}
+)
+
+// Type is the workflow type of k's runs, as the worker registers it.
+func (k Kind[In, Prog, Res]) Type() string { return typeName(k.Workflow) }
+
+// typeName is the name the Temporal SDK registers a workflow function under: the
+// function's own name, without its package.
+func typeName(fn any) string {
+	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+	return strings.TrimSuffix(name[strings.LastIndex(name, ".")+1:], "-fm")
+}
