@@ -39,6 +39,7 @@ func RegisterMigration(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.MigrateMachine)
 	r.RegisterWorkflow(workflows.TransferRack)
 	r.RegisterWorkflow(workflows.BulkMigrate)
+	r.RegisterWorkflow(workflows.MigrateMachineBatch)
 	r.RegisterWorkflow(workflows.ListRegions)
 	r.RegisterActivity(acts)
 }

@@ -194,9 +194,9 @@ func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
 // until all have ended. Once ctx is cancelled it starts no more and waits for the running
 // children, which the cancellation reaches, to finish undoing their steps.
 func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
-	runWindowed(ctx, machines, b.in.window(), b.start, func(machine string, err error) {
+	runWindowed(ctx, machines, b.in.window(), nil, b.start, func(machine string, f workflow.Future) {
 		b.running--
-		if err != nil {
+		if err := f.Get(ctx, nil); err != nil {
 			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: machine, Error: failureOf(machine, err)})
 			return
 		}
@@ -205,19 +205,19 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 }
 
 // runWindowed calls start for each item in order, keeping at most window of the futures it
-// returns pending, and calls done as each one resolves, until all started have resolved. It
-// starts no more items once ctx is cancelled.
-func runWindowed(ctx workflow.Context, items []string, window int, start func(workflow.Context, string) workflow.Future, done func(string, error)) {
+// returns pending, and calls done with each one as it resolves, until all started have
+// resolved. It starts no more items once ctx is cancelled, or once more (when not nil) says no.
+func runWindowed[T any](ctx workflow.Context, items []T, window int, more func() bool, start func(workflow.Context, T) workflow.Future, done func(T, workflow.Future)) {
 	sel := workflow.NewSelector(ctx)
 	running, next := 0, 0
 	for {
-		for running < window && next < len(items) && ctx.Err() == nil {
+		for running < window && next < len(items) && ctx.Err() == nil && (more == nil || more()) {
 			item := items[next]
 			next++
 			running++
 			sel.AddFuture(start(ctx, item), func(f workflow.Future) {
 				running--
-				done(item, f.Get(ctx, nil))
+				done(item, f)
 			})
 		}
 		if running == 0 {
