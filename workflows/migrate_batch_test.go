@@ -68,7 +68,9 @@ func TestTransferRackBatchFailureStops(t *testing.T) {
 		t.Errorf("per-machine children %v started after a failed batch", children.started)
 	}
 	p := e.progress()
-	if p.MachinesFailed != 1 || p.MachinesDone != 50*n-2 || !slices.ContainsFunc(p.Errors, func(s string) bool { return s == "machine "+machines[3]+": machine "+machines[3]+" refused by the target" }) {
+	if p.MachinesFailed != 1 || p.MachinesDone != 50*n-2 || !slices.ContainsFunc(p.Errors, func(s string) bool {
+		return s == "machine "+machines[3]+": machine "+machines[3]+" refused by the target"
+	}) {
 		t.Errorf("progress %+v", p)
 	}
 }
