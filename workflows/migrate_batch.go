@@ -96,7 +96,8 @@ func batches(machines []string) [][]string {
 // batchesAtOnce at a time, and returns the machines that need the per-machine path. After a
 // batch with a failure it starts no more batches, waits for the running ones and fails.
 func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
-	parent := workflow.GetInfo(ctx).WorkflowExecution.ID
+	// The canonical ID of the transfer (not its own, which a replayer does not know).
+	parent := TransferRackID(t.in.Rack)
 	var perMachine, failures []string
 	failed, started := 0, 0
 	runWindowed(ctx, batches(t.plan.Machines), batchesAtOnce, func() bool { return failed == 0 },
