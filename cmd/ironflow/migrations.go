@@ -28,6 +28,9 @@ const (
 	migrateMachineType = "MigrateMachine"
 	bulkMigrateType    = "BulkMigrate"
 	transferRackType   = "TransferRack"
+	// migrateMachineBatchType moves a batch of a rack transfer's machines: `migrations list`
+	// shows it as "batch of N" and finds it by any of its machines.
+	migrateMachineBatchType = "MigrateMachineBatch"
 )
 
 // progressInterval is how often a waiting CLI asks a running migration for its progress.
@@ -178,12 +181,14 @@ func newMigrationsListCommand() *cobra.Command {
 // migrationsQuery is the visibility query of `migrations list`. Its values are checked, not
 // quoted, so they cannot change the query.
 func migrationsQuery(machine, status string) (string, error) {
-	clauses := []string{fmt.Sprintf("WorkflowType = '%s'", migrateMachineType)}
+	// A machine moves alone (MigrateMachine) or in a batch of a rack transfer (MigrateMachineBatch).
+	clauses := []string{fmt.Sprintf("WorkflowType IN ('%s', '%s')", migrateMachineType, migrateMachineBatchType)}
 	if machine != "" {
 		if _, err := uuid.Parse(machine); err != nil {
 			return "", fmt.Errorf("--machine %q is not a machine UUID", machine)
 		}
-		clauses = append(clauses, fmt.Sprintf("%s = '%s'", workflows.MachineUuidKey.GetName(), machine))
+		clauses[0] = fmt.Sprintf("((WorkflowType = '%s' AND %s = '%s') OR (WorkflowType = '%s' AND %s = '%s'))",
+			migrateMachineType, workflows.MachineUuidKey.GetName(), machine, migrateMachineBatchType, workflows.MachineUuidsKey.GetName(), machine)
 	}
 	if status != "" {
 		i := slices.IndexFunc(migrationStatuses, func(st namedStatus) bool { return st.name == status })
@@ -234,6 +239,13 @@ func migrationOf(info *workflowpb.WorkflowExecutionInfo) migration {
 		workflows.MigrationPhaseKey: &m.MigrationPhase,
 	} {
 		*field = keyword(attrs[key.GetName()])
+	}
+	if info.GetType().GetName() == migrateMachineBatchType {
+		var machines []string
+		if p := attrs[workflows.MachineUuidsKey.GetName()]; p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &machines)
+		}
+		m.MachineName = fmt.Sprintf("batch of %d", len(machines))
 	}
 	return m
 }
