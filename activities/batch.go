@@ -29,9 +29,10 @@ const (
 	// MaxBatchMachines is the largest batch MigrateBatch takes: its input and result stay
 	// small (UUIDs and short messages), and a batch's machines fit in a search attribute.
 	MaxBatchMachines = 100
-	// batchParallelism is how many machines of a batch move at once: enough to keep both
-	// regions busy, few enough that their connection limits never refuse the worker.
-	batchParallelism = 8
+	// DefaultBatchParallelism is how many machines of a batch move at once when the input
+	// says nothing: enough to keep both regions busy, few enough that their connection
+	// limits never refuse the worker.
+	DefaultBatchParallelism = 8
 	// batchCallTimeout bounds one region call of the batched path; batchCallAttempts is how
 	// often a call that failed for a reason retrying can fix is tried; an undo is tried
 	// batchUndoAttempts times before the machine is reported stuck.
@@ -52,6 +53,8 @@ type BatchInput struct {
 	// on the source, the inactive copy on the target), as a MigrateMachine's ID does.
 	Migration string
 	Machines  []string // UUIDs, at most MaxBatchMachines
+	// Parallelism is how many of the machines move at once; 0 means DefaultBatchParallelism.
+	Parallelism int `json:",omitempty"`
 	// Grant is the parent's rack or bulk grant; the source verifies it for each machine.
 	Grant string `json:",omitempty"`
 }
@@ -75,7 +78,7 @@ type BatchFailure struct {
 	Undone bool
 }
 
-// MigrateBatch moves each machine of the batch from source to target, batchParallelism at a
+// MigrateBatch moves each machine of the batch from source to target, Parallelism at a
 // time. Every machine is moved or undone on its own: one machine's failure undoes that
 // machine's steps only. A step that changed a region is never cut short: the calls run on a
 // context the activity's cancellation does not reach, and a cancel stops each machine at its
@@ -83,8 +86,13 @@ type BatchFailure struct {
 // (a retry after a worker crash), it finishes the machines an earlier attempt left finalized
 // and reports those it moved as moved.
 func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResult, error) {
-	if in.Migration == "" || len(in.Machines) == 0 || len(in.Machines) > MaxBatchMachines {
-		return BatchResult{}, nonRetryable(ErrTypeInvalidBatch, "a batch needs its migration and 1 to %d machines (got %q, %d)", MaxBatchMachines, in.Migration, len(in.Machines))
+	if in.Migration == "" || len(in.Machines) == 0 || len(in.Machines) > MaxBatchMachines || in.Parallelism < 0 {
+		return BatchResult{}, nonRetryable(ErrTypeInvalidBatch, "a batch needs its migration, 1 to %d machines and a parallelism not negative (got %q, %d, %d)",
+			MaxBatchMachines, in.Migration, len(in.Machines), in.Parallelism)
+	}
+	parallelism := in.Parallelism
+	if parallelism == 0 {
+		parallelism = DefaultBatchParallelism
 	}
 	if in.SourceRegion == in.TargetRegion {
 		return BatchResult{}, nonRetryable(ErrTypeRegionMismatch, "source and target region are both %q", in.SourceRegion)
@@ -101,7 +109,7 @@ func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResu
 	b.srcURL, b.dstURL = srcInfo.URL, dstInfo.URL
 	outcomes := make([]batchOutcome, len(in.Machines))
 	_ = heartbeat.While(ctx, func(ctx context.Context) error {
-		sem := make(chan struct{}, batchParallelism)
+		sem := make(chan struct{}, parallelism)
 		var wg sync.WaitGroup
 		for i, id := range in.Machines {
 			sem <- struct{}{}
@@ -242,7 +250,9 @@ func (mv *machineMove) validate(ctx context.Context) (done, perMachine bool, err
 		return false, false, err
 	case isRedirectStub(m):
 		return mv.finishMoved(ctx, m)
-	case repointMethod(m) != RepointNone:
+	case repointMethod(m) != RepointNone, m.Meta[api.MetaMigrating] != "" && m.Meta[api.MetaMigrating] != mv.in.Migration:
+		// An agent or host to repoint, or held by another migration, which the per-machine
+		// path names.
 		return false, true, nil
 	}
 	if m.CurrentJob != "" {
@@ -276,8 +286,9 @@ func (mv *machineMove) validate(ctx context.Context) (done, perMachine bool, err
 
 // finishMoved handles a machine that is already a stub on the source. Redirecting to this
 // target with its copy active there, it is moved. With its copy still inactive, in an attempt
-// after the first, this batch finalized it before its worker died: it is activated. Anything
-// else is another move's, and left alone.
+// after the first, this batch finalized it before its worker died: it is activated; in the
+// first attempt it is another migration's, left to the per-machine path, which names it.
+// Redirecting elsewhere it moved elsewhere: AlreadyMigrated.
 func (mv *machineMove) finishMoved(ctx context.Context, m api.Machine) (done, perMachine bool, err error) {
 	to := m.Meta[api.MetaRedirectEndpoint]
 	if to != mv.dstURL {
@@ -292,7 +303,7 @@ func (mv *machineMove) finishMoved(ctx context.Context, m api.Machine) (done, pe
 		return active, false, err
 	}
 	if !mv.resumes {
-		return false, false, nonRetryable(ErrTypeAlreadyMigrating, "machine %s (%s) on %s is finalized to %s by another migration, which has not activated it yet", m.Name, m.Uuid, mv.in.SourceRegion, to)
+		return false, true, nil // another migration's, not activated yet: it names itself there
 	}
 	return true, false, retry(ctx, batchCallAttempts, mv.activate)
 }

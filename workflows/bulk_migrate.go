@@ -193,7 +193,15 @@ func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
 // migrate runs a MigrateMachine child per machine, starting the next one whenever one ends,
 // until all have ended. Once ctx is cancelled it starts no more and waits for the running
 // children, which the cancellation reaches, to finish undoing their steps.
+//
+// Runs that take the batched path (batchChange) first move the machines in batches
+// (migrateBatches); the machines the batches leave to it then take this path.
 func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
+	if workflow.GetVersion(ctx, batchChange, workflow.DefaultVersion, 1) >= 1 {
+		if machines = b.migrateBatches(ctx, machines); ctx.Err() != nil {
+			return
+		}
+	}
 	runWindowed(ctx, machines, b.in.window(), nil, b.start, func(machine string, f workflow.Future) {
 		b.running--
 		if err := f.Get(ctx, nil); err != nil {
@@ -202,6 +210,21 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 		}
 		b.result.Succeeded = append(b.result.Succeeded, machine)
 	})
+}
+
+// migrateBatches moves machines on the batched path, recording each one's outcome, and
+// returns those that need the per-machine path. A failed machine does not stop the others.
+func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) []string {
+	var perMachine []string
+	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
+	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
+		b.result.Succeeded = append(b.result.Succeeded, res.Moved...)
+		for _, f := range res.Failed {
+			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: f.Machine, Error: truncated(f.Error)})
+		}
+		perMachine = append(perMachine, res.PerMachine...)
+	})
+	return perMachine
 }
 
 // runWindowed calls start for each item in order, keeping at most window of the futures it
@@ -259,6 +282,11 @@ func failureOf(machine string, err error) string {
 			msg = cause.Error()
 		}
 	}
+	return truncated(msg)
+}
+
+// truncated is msg in at most maxFailureMessage bytes.
+func truncated(msg string) string {
 	if len(msg) > maxFailureMessage {
 		msg = msg[:maxFailureMessage] + "..."
 	}

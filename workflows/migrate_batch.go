@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -27,8 +28,19 @@ const batchChange = "batch-machines"
 // batch's slowest machines do not leave the regions idle; more only queue in the worker.
 const (
 	machinesPerBatch = 50
-	batchesAtOnce    = 2
+	maxBatchesAtOnce = 2
 )
+
+// batchWindow splits window, the machines a move migrates at once, into batches at once and
+// machines at once in each batch. Window 0 (the input said nothing) is maxBatchesAtOnce
+// batches of activities.DefaultBatchParallelism machines each.
+func batchWindow(window int) (batchesAtOnce, parallelism int) {
+	if window == 0 {
+		return maxBatchesAtOnce, activities.DefaultBatchParallelism
+	}
+	batchesAtOnce = min(window, maxBatchesAtOnce)
+	return batchesAtOnce, window / batchesAtOnce
+}
 
 // maxFailureSample bounds the failures a transfer keeps in its progress and error message;
 // every machine's failure is in its batch's result.
@@ -41,6 +53,9 @@ type MigrateMachineBatchInput struct {
 	Machines     []string // UUIDs
 	// Grant is the parent's rack or bulk grant (region/api/grants.go).
 	Grant string `json:",omitempty"`
+	// Parallelism is how many of the machines move at once; 0 means
+	// activities.DefaultBatchParallelism.
+	Parallelism int `json:",omitempty"`
 }
 
 // batchOptions: the batch heartbeats while it runs, and a cancel waits for it, which stops
@@ -60,7 +75,7 @@ func MigrateMachineBatch(ctx workflow.Context, in MigrateMachineBatchInput) (act
 	var res activities.BatchResult
 	batch := activities.BatchInput{
 		SourceRegion: in.SourceRegion, TargetRegion: in.TargetRegion, Machines: in.Machines, Grant: in.Grant,
-		Migration: workflow.GetInfo(ctx).WorkflowExecution.ID,
+		Parallelism: in.Parallelism, Migration: workflow.GetInfo(ctx).WorkflowExecution.ID,
 	}
 	err := call(ctx, batchOptions, acts.MigrateBatch, batch, &res)
 	return res, err
@@ -92,40 +107,67 @@ func batches(machines []string) [][]string {
 	return out
 }
 
-// migrateBatches moves the plan's machines in MigrateMachineBatch children, at most
-// batchesAtOnce at a time, and returns the machines that need the per-machine path. After a
-// batch with a failure it starts no more batches, waits for the running ones and fails.
-func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
-	// The canonical ID of the transfer (not its own, which a replayer does not know).
-	parent := TransferRackID(t.in.Rack)
-	var perMachine, failures []string
-	failed, started := 0, 0
-	runWindowed(ctx, batches(t.plan.Machines), batchesAtOnce, func() bool { return failed == 0 },
+// runBatches moves machines in MigrateMachineBatch children of the workflow whose ID is
+// parent, window machines at once (batchWindow), and calls done with each batch's result as it
+// ends; running (when not nil) counts the machines of the batches running. It starts no more
+// batches once ctx is cancelled or more (when not nil) says no. A batch that failed as a
+// whole (e.g. a region the worker does not know) reports each of its machines failed with
+// its error.
+func runBatches(ctx workflow.Context, parent string, in MigrateMachineBatchInput, machines []string, window int, more func() bool, running *int, done func(activities.BatchResult)) {
+	var counted int
+	if running == nil {
+		running = &counted
+	}
+	batchesAtOnce, parallelism := batchWindow(window)
+	in.Parallelism = parallelism
+	runWindowed(ctx, batches(machines), batchesAtOnce, more,
 		func(ctx workflow.Context, machines []string) workflow.Future {
-			started += len(machines)
-			in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machines: machines, Grant: t.in.Grant}
+			*running += len(machines)
+			in.Machines = machines
 			return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, batchChildOptions(parent, in)), MigrateMachineBatch, in)
 		},
 		func(machines []string, f workflow.Future) {
+			*running -= len(machines)
 			var res activities.BatchResult
 			if err := f.Get(ctx, &res); err != nil {
-				// The batch itself failed (e.g. a region unknown to the worker): none of its
-				// machines is known to have moved.
 				res = activities.BatchResult{}
 				for _, m := range machines {
-					res.Failed = append(res.Failed, activities.BatchFailure{Machine: m, Error: err.Error()})
+					res.Failed = append(res.Failed, activities.BatchFailure{Machine: m, Type: errorTypeOf(err), Error: err.Error()})
 				}
 			}
-			t.progress.MachinesDone += len(res.Moved)
-			t.progress.MachinesFailed += len(res.Failed)
-			failed += len(res.Failed)
-			perMachine = append(perMachine, res.PerMachine...)
-			for _, fl := range res.Failed {
-				if len(failures) < maxFailureSample {
-					failures = append(failures, fmt.Sprintf("machine %s: %s", fl.Machine, fl.Error))
-				}
-			}
+			done(res)
 		})
+}
+
+// errorTypeOf is the type of the application error err is or wraps, "" when none.
+func errorTypeOf(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+// migrateBatches moves the plan's machines on the batched path and returns those that need
+// the per-machine path. After a batch with a failure it starts no more batches, waits for
+// the running ones and fails.
+func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
+	var perMachine, failures []string
+	failed, ended := 0, 0
+	in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Grant: t.in.Grant}
+	// The canonical ID of the transfer (not its own, which a replayer does not know).
+	runBatches(ctx, TransferRackID(t.in.Rack), in, t.plan.Machines, t.in.Window, func() bool { return failed == 0 }, nil, func(res activities.BatchResult) {
+		ended += len(res.Moved) + len(res.PerMachine) + len(res.Failed)
+		t.progress.MachinesDone += len(res.Moved)
+		t.progress.MachinesFailed += len(res.Failed)
+		failed += len(res.Failed)
+		perMachine = append(perMachine, res.PerMachine...)
+		for _, fl := range res.Failed {
+			if len(failures) < maxFailureSample {
+				failures = append(failures, fmt.Sprintf("machine %s: %s", fl.Machine, fl.Error))
+			}
+		}
+	})
 	if ctx.Err() != nil {
 		return nil, temporal.NewCanceledError()
 	}
@@ -133,11 +175,11 @@ func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
 		t.progress.Errors = append(t.progress.Errors, failures...)
 		more := ""
 		if failed > len(failures) {
-			more = fmt.Sprintf(" (and %d more, in the results of the batches %s/batch/*)", failed-len(failures), parent)
+			more = fmt.Sprintf(" (and %d more, in the results of the batches %s/batch/*)", failed-len(failures), TransferRackID(t.in.Rack))
 		}
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s%s", failed, len(t.plan.Machines),
-				t.progress.MachinesDone, len(t.plan.Machines)-started, strings.Join(failures, "; "), more),
+				t.progress.MachinesDone, len(t.plan.Machines)-ended, strings.Join(failures, "; "), more),
 			ErrTypeMachinesFailed, nil)
 	}
 	return perMachine, nil

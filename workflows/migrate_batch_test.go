@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -88,5 +89,38 @@ func TestTransferRackKeepsABoundedFailureSample(t *testing.T) {
 	}
 	if p := e.progress(); p.MachinesFailed != 100 || len(p.Errors) > 25 {
 		t.Errorf("progress: %d failed, %d errors kept; want 100 failed and a sample of errors", p.MachinesFailed, len(p.Errors))
+	}
+}
+
+// A bulk run on the batched path records each machine's outcome from its batch; a failed
+// machine does not stop the others, and only the machines a batch leaves take a child.
+func TestBulkMigrateBatchedPath(t *testing.T) {
+	machines := machineUUIDs(120)
+	children := &fakeChildren{duration: oneMinute}
+	b := newBulkEnv(t, machines, children)
+	b.batch = func(in activities.BatchInput) activities.BatchResult {
+		var res activities.BatchResult
+		for _, m := range in.Machines {
+			switch m {
+			case machines[3]:
+				res.Failed = append(res.Failed, activities.BatchFailure{Machine: m, Error: "refused", Undone: true})
+			case machines[60]:
+				res.PerMachine = append(res.PerMachine, m)
+			default:
+				res.Moved = append(res.Moved, m)
+			}
+		}
+		return res
+	}
+	res, err := b.run(workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Pool: "gold"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.batches != 3 || len(res.Succeeded) != 119 || !slices.Equal(res.Failed, []workflows.MachineFailure{{Machine: machines[3], Error: "refused"}}) {
+		t.Errorf("%d batches, result: %d succeeded, failed %+v; want 3 batches, 119 moved, %s refused", b.batches, len(res.Succeeded), res.Failed, machines[3])
+	}
+	equal(t, "per-machine children", children.started, []string{workflows.MigrateMachineID(machines[60])})
+	if p := b.progress(); p.Done != 119 || p.Failed != 1 || p.Running != 0 {
+		t.Errorf("progress %+v", p)
 	}
 }
