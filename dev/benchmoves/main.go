@@ -43,6 +43,9 @@ const (
 	envWindow = "IRONFLOW_BENCH_MOVES_WINDOW"
 
 	benchPool = "bench"
+	// grantTTL outlasts the slowest move measured: a default grant (15 min) expires during a
+	// per-machine transfer of 1,000 machines on a loaded host, failing the children left.
+	grantTTL = 2 * time.Hour
 	source    = "region-a"
 	target    = "region-b"
 )
@@ -243,7 +246,7 @@ func (b *bench) seed(ctx context.Context, n, have int, place func(*api.Machine),
 }
 
 func (b *bench) startTransfer(ctx context.Context, rack string) (client.WorkflowRun, error) {
-	g, err := b.src.IssueGrant(ctx, api.GrantRequest{Kind: api.GrantRack, Key: rack, TargetRegion: target})
+	g, err := b.src.IssueGrant(ctx, api.GrantRequest{Kind: api.GrantRack, Key: rack, TargetRegion: target, TTL: grantTTL})
 	if err != nil {
 		return nil, fmt.Errorf("rack grant: %w", err)
 	}
@@ -252,7 +255,7 @@ func (b *bench) startTransfer(ctx context.Context, rack string) (client.Workflow
 }
 
 func (b *bench) startBulk(ctx context.Context) (client.WorkflowRun, error) {
-	g, err := b.src.IssueGrant(ctx, api.GrantRequest{Kind: api.GrantBulk, Selector: api.GrantSelector{Pool: benchPool}, TargetRegion: target})
+	g, err := b.src.IssueGrant(ctx, api.GrantRequest{Kind: api.GrantBulk, Selector: api.GrantSelector{Pool: benchPool}, TargetRegion: target, TTL: grantTTL})
 	if err != nil {
 		return nil, fmt.Errorf("bulk grant: %w", err)
 	}
