@@ -48,7 +48,8 @@ type BulkMigrateInput struct {
 	SourceRegion string
 	TargetRegion string
 	Selector     activities.Selector
-	// Window is how many machines migrate at once: 0 means DefaultBulkWindow, at most MaxBulkWindow.
+	// Window is how many machines migrate at once, at most MaxBulkWindow: on the batched path
+	// split over two batches (0: 8 in each), on the per-machine path 0 means DefaultBulkWindow.
 	Window int
 	// SkipMachineDestroy and WaitForRunningJob are passed to every MigrateMachine.
 	SkipMachineDestroy *bool

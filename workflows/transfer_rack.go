@@ -54,7 +54,9 @@ type TransferRackInput struct {
 	SourceRegion string
 	TargetRegion string
 	Rack         string // UUID
-	Window       int    // machines migrated at once; 0 means DefaultTransferWindow
+	// Window is how many machines migrate at once: on the batched path split over two
+	// batches (0: 8 in each), on the per-machine path 0 means DefaultTransferWindow.
+	Window int
 	// WaitForRunningJob is how long each machine's migration waits for a job running on it
 	// to end (MigrateMachineInput.WaitForRunningJob): in-flight jobs drain, then fail the
 	// machine's migration.
