@@ -82,9 +82,11 @@ type BatchFailure struct {
 // time. Every machine is moved or undone on its own: one machine's failure undoes that
 // machine's steps only. A step that changed a region is never cut short: the calls run on a
 // context the activity's cancellation does not reach, and a cancel stops each machine at its
-// next step boundary, before activation undoing what it did, after it finishing. Run again
-// (a retry after a worker crash), it finishes the machines an earlier attempt left finalized
-// and reports those it moved as moved.
+// next step boundary, before activation undoing what it did, after it finishing. A worker
+// that stops also stops each machine at its next step boundary, but leaves it there and fails
+// the attempt: run again (a retry, also after a worker crash), the batch resumes every machine
+// from where it is, finishes those an earlier attempt left finalized and reports those it
+// moved as moved.
 func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResult, error) {
 	if in.Migration == "" || len(in.Machines) == 0 || len(in.Machines) > MaxBatchMachines || in.Parallelism < 0 {
 		return BatchResult{}, nonRetryable(ErrTypeInvalidBatch, "a batch needs its migration, 1 to %d machines and a parallelism not negative (got %q, %d, %d)",
@@ -97,7 +99,11 @@ func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResu
 	if in.SourceRegion == in.TargetRegion {
 		return BatchResult{}, nonRetryable(ErrTypeRegionMismatch, "source and target region are both %q", in.SourceRegion)
 	}
-	b := &batch{a: a, in: in, resumes: activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1}
+	b := &batch{a: a, in: in}
+	if activity.IsActivity(ctx) {
+		b.resumes = activity.GetInfo(ctx).Attempt > 1
+		b.workerStop = activity.GetWorkerStopChannel(ctx)
+	}
 	var srcInfo, dstInfo api.Info
 	var err error
 	if b.src, srcInfo, err = a.checkedRegion(ctx, in.SourceRegion); err != nil {
@@ -123,9 +129,12 @@ func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResu
 		return nil
 	})
 	var res BatchResult
+	interrupted := 0
 	for i, o := range outcomes {
 		id := in.Machines[i]
 		switch {
+		case o.interrupted:
+			interrupted++
 		case o.perMachine:
 			res.PerMachine = append(res.PerMachine, id)
 		case o.err != nil:
@@ -133,6 +142,10 @@ func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResu
 		default:
 			res.Moved = append(res.Moved, id)
 		}
+	}
+	if interrupted > 0 {
+		// Retryable: the next attempt, on a worker that runs, resumes them.
+		return BatchResult{}, fmt.Errorf("the worker stopped with %d machines of the batch not finished; a retry resumes them", interrupted)
 	}
 	return res, nil
 }
@@ -146,13 +159,27 @@ type batch struct {
 	src, dst       Region
 	srcURL, dstURL string
 	resumes        bool // a retried attempt: a machine finalized to the target is this batch's
+	// workerStop is closed when the worker is stopping: each machine stops at its next step
+	// boundary, where it is, for a retry to resume; nothing is undone.
+	workerStop <-chan struct{}
 }
 
-// batchOutcome is one machine's: moved (err nil), per-machine, or failed (undone or not).
+func (b *batch) workerStopping() bool {
+	select {
+	case <-b.workerStop:
+		return true
+	default:
+		return false
+	}
+}
+
+// batchOutcome is one machine's: moved (err nil), per-machine, failed (undone or not), or
+// interrupted by the worker's stop.
 type batchOutcome struct {
-	perMachine bool
-	err        error
-	undone     bool
+	perMachine  bool
+	interrupted bool
+	err         error
+	undone      bool
 }
 
 // machineMove is one machine's move in a batch, with the undos of the steps it took.
@@ -179,7 +206,10 @@ func (b *batch) ref(region, id string) MachineRef {
 // reach.
 func (b *batch) move(ctx context.Context, id string) batchOutcome {
 	work := context.WithoutCancel(ctx)
-	if ctx.Err() != nil {
+	switch {
+	case b.workerStopping():
+		return batchOutcome{interrupted: true}
+	case ctx.Err() != nil:
 		return batchOutcome{err: temporal.NewCanceledError("the batch was canceled before machine " + id + " started"), undone: true}
 	}
 	mv := &machineMove{batch: b, id: id}
@@ -202,6 +232,9 @@ func (b *batch) move(ctx context.Context, id string) batchOutcome {
 		{"finalize", mv.finalize, batchUndo{"restore-migration", mv.restore}},
 	}
 	for _, s := range steps {
+		if b.workerStopping() {
+			return batchOutcome{interrupted: true}
+		}
 		if ctx.Err() != nil {
 			return mv.fail(work, fmt.Errorf("machine %s: the batch was canceled before %s: %w", id, s.name, temporal.NewCanceledError()))
 		}

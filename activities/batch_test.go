@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/testsuite"
@@ -117,5 +118,42 @@ func TestMigrateBatchRefusesBadInput(t *testing.T) {
 	}
 	if calls := journal.Calls(); len(calls) != 0 {
 		t.Errorf("calls %v for refused inputs", calls)
+	}
+}
+
+// A worker that stops leaves each machine of a batch where it is and fails the attempt, so a
+// retry on another worker resumes them; nothing is undone. The retry moves them all.
+func TestMigrateBatchLeavesMachinesToTheRetryWhenTheWorkerStops(t *testing.T) {
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	east.Put(batchMachine("m1", "one"))
+	east.Put(batchMachine("m2", "two"))
+	in := activities.BatchInput{SourceRegion: "east", TargetRegion: "west", Migration: batchMigration, Machines: []string{"m1", "m2"}}
+	var suite testsuite.WorkflowTestSuite
+	stopping := suite.NewTestActivityEnvironment()
+	stopping.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	stop := make(chan struct{})
+	close(stop)
+	stopping.SetWorkerStopChannel(stop)
+	if _, err := stopping.ExecuteActivity(a.MigrateBatch, in); err == nil || !strings.Contains(err.Error(), "a retry resumes them") {
+		t.Fatalf("attempt on a stopping worker: %v, want a retryable error", err)
+	}
+	for _, id := range in.Machines {
+		if m, _ := east.Machine(id); !m.Runnable || m.Meta[api.MetaMigrating] != "" {
+			t.Errorf("%s changed by an attempt on a stopping worker: %+v", id, m)
+		}
+	}
+	// East holds m1 for the batch already, as if the stopped attempt had quiesced it.
+	east.Update("m1", func(m *api.Machine) { m.Runnable, m.Meta[api.MetaMigrating] = false, batchMigration })
+	retry := suite.NewTestActivityEnvironment()
+	retry.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	v, err := retry.ExecuteActivity(a.MigrateBatch, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.BatchResult
+	if err := v.Get(&res); err != nil || !slices.Equal(res.Moved, in.Machines) {
+		t.Errorf("retry: %+v (%v), want both moved", res, err)
 	}
 }

@@ -22,6 +22,11 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
+// scheduleCatchupWindow is how late a scheduled bulk migration may still start after the
+// Temporal server was down at its time: a missed 02:00 run is skipped by morning instead of
+// moving machines at noon (the server's default is a year).
+const scheduleCatchupWindow = 30 * time.Minute
+
 // Memo keys of a bulk migration schedule: what `schedule list` shows. Temporal keeps a cron
 // spec only in its compiled form, so the expression the user wrote is kept here.
 const (
@@ -309,8 +314,9 @@ prefixed with CRON_TZ=Zone; or one of @hourly, @daily, @weekly, @monthly, @every
 					TaskQueue:             workflows.TaskQueue,
 					TypedSearchAttributes: bulkSearchAttributes(in),
 				},
-				Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-				Memo:    map[string]any{memoCron: cron, memoInput: in},
+				Overlap:       enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+				CatchupWindow: scheduleCatchupWindow,
+				Memo:          map[string]any{memoCron: cron, memoInput: in},
 			})
 			var invalid *serviceerror.InvalidArgument
 			switch {
