@@ -182,6 +182,12 @@ func TestTransferRackKeepsDHCPServing(t *testing.T) {
 		!strings.HasPrefix(moves[0].WorkflowID, workflows.TransferRackID(rack.Uuid)+"/batch/") || moves[0].Status != "completed" ||
 		moves[0].MachineName != fmt.Sprintf("batch of %d", dev.RackMachines) {
 		t.Errorf("migrations list --machine %s: %s (%v); want the completed batch of the transfer", machines[5].Uuid, out, err)
+		return
+	}
+	out, err = runCLIAs(t, s, s.AdminToken, "-E", s.Regions["region-a"].URL, "migrations", "show", moves[0].WorkflowID, "-o", "json")
+	var batch struct{ Result struct{ Moved []string } }
+	if err != nil || json.Unmarshal([]byte(out), &batch) != nil || len(batch.Result.Moved) != dev.RackMachines || !slices.Contains(batch.Result.Moved, machines[5].Uuid) {
+		t.Errorf("migrations show %s: %s (%v); want the %d machines it moved", moves[0].WorkflowID, out, err, dev.RackMachines)
 	}
 }
 

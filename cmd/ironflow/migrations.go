@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -101,6 +102,7 @@ type (
 	migrationDetail = runDetail[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult]
 	bulkDetail      = runDetail[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]
 	transferDetail  = runDetail[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult]
+	batchDetail     = runDetail[workflows.MigrateMachineBatchInput, struct{}, activities.BatchResult]
 )
 
 var migrationColumns = []column[migration]{

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -60,6 +61,13 @@ func newMigrationsShowCommand() *cobra.Command {
 					return err
 				}
 				return render(cmd, d, []transferDetail{d}, transferDetailColumns)
+			case migrateMachineBatchType:
+				// A batch has no progress query: while it runs, its one activity is all there is.
+				d, err := showRun[workflows.MigrateMachineBatchInput, struct{}, activities.BatchResult](ctx, tc, desc, io.Discard)
+				if err != nil {
+					return err
+				}
+				return render(cmd, d, []batchDetail{d}, batchDetailColumns)
 			}
 			d, err := showRun[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult](ctx, tc, desc, warn)
 			if err != nil {
@@ -176,6 +184,16 @@ var bulkDetailColumns = runColumns(func(d bulkDetail) string {
 	case d.Result != nil:
 		r := d.Result
 		return fmt.Sprintf("%d/%d migrated, %d failed", len(r.Succeeded), r.Total, len(r.Failed))
+	}
+	return ""
+})
+
+var batchDetailColumns = runColumns(func(d batchDetail) string {
+	if r := d.Result; r != nil {
+		return fmt.Sprintf("%d migrated, %d failed, %d left to their own migration", len(r.Moved), len(r.Failed), len(r.PerMachine))
+	}
+	if d.Input != nil {
+		return fmt.Sprintf("migrating %d machines", len(d.Input.Machines))
 	}
 	return ""
 })
