@@ -7,7 +7,7 @@ IRONFLOW := $(CURDIR)/bin/ironflow
 # Integration tests find the Temporal dev server here.
 export IRONFLOW_TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: all build tools test test-unit test-integration lint bench fuzz dev demo clean
+.PHONY: all build tools test test-unit test-integration lint bench bench-moves fuzz dev demo clean
 
 all: build
 
@@ -47,6 +47,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/
 	$(GO) test -run '^$$' -bench RackConfig -benchtime 200x -cpu 1 ./region/store/ ./region/server/
 	./scripts/bench-dhcp-vs-kea.sh
+
+# Moves at scale on the dev stack (not part of `make test`): a rack transfer and a bulk migration
+# of N machines each, verified, with wall time, Temporal writes and CPU per machine. Sizes:
+# IRONFLOW_BENCH_MOVES_N (default 24,200,1000); README.md "Moves at scale" has the figures.
+bench-moves: tools
+	$(GO) run ./dev/benchmoves
 
 # Bounded fuzzing of the packet and path parsers, and of the region's request decoding,
 # keys and filters.

@@ -33,17 +33,19 @@ var RegionNames = []string{"region-a", "region-b"}
 // StackOptions configure a dev stack. Zero ports pick free ones (tests); `ironflow dev` uses
 // the well-known ports so URLs stay the same across restarts.
 type StackOptions struct {
-	StateDir        string // persistent state; empty = a temp dir removed by Stop
-	RegionPorts     []int  // one per region; nil = free ports
-	TemporalPort    int
-	TemporalUIPort  int // -1 = no web UI
-	Seed            bool
-	RunWorker       bool                  // run the migration worker in this process
-	ESXi            activities.ESXiConfig // that worker's SSH to ESXi hosts; zero: only hosts with an agent
-	NoRacks         bool                  // regions only: no rack controllers
-	Logger          *slog.Logger
-	TemporalLogFile string
-	Version         string // reported by the regions' /api/v1/info
+	StateDir       string // persistent state; empty = a temp dir removed by Stop
+	RegionPorts    []int  // one per region; nil = free ports
+	TemporalPort   int
+	TemporalUIPort int // -1 = no web UI
+	// TemporalMetricsPort serves the Temporal server's Prometheus metrics: 0 = none, -1 = a free port.
+	TemporalMetricsPort int
+	Seed                bool
+	RunWorker           bool                  // run the migration worker in this process
+	ESXi                activities.ESXiConfig // that worker's SSH to ESXi hosts; zero: only hosts with an agent
+	NoRacks             bool                  // regions only: no rack controllers
+	Logger              *slog.Logger
+	TemporalLogFile     string
+	Version             string // reported by the regions' /api/v1/info
 }
 
 // Region is one region controller of the stack.
@@ -120,7 +122,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	temporalOpts := temporalserver.Options{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile}
+	temporalOpts := temporalserver.Options{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile, MetricsPort: opts.TemporalMetricsPort}
 	if s.Temporal, err = temporalserver.Start(ctx, temporalOpts); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,6 +174,20 @@ func TestTransferRackKeepsDHCPServing(t *testing.T) {
 	}
 	if ops, err := b.RackOperations(ctx, rack.Uuid); err != nil || len(ops) != 0 {
 		t.Errorf("unreleased operations of rack-a on region-b: %v (%v)", ops, err)
+	}
+	// The machines moved in a batch; each one's move is still found by the machine.
+	out, err := runCLIAs(t, s, s.AdminToken, "-E", s.Regions["region-a"].URL, "migrations", "list", "--machine", machines[5].Uuid, "-o", "json")
+	var moves []struct{ WorkflowID, Status, MachineName string }
+	if err != nil || json.Unmarshal([]byte(out), &moves) != nil || len(moves) != 1 ||
+		!strings.HasPrefix(moves[0].WorkflowID, workflows.TransferRackID(rack.Uuid)+"/batch/") || moves[0].Status != "completed" ||
+		moves[0].MachineName != fmt.Sprintf("batch of %d", dev.RackMachines) {
+		t.Errorf("migrations list --machine %s: %s (%v); want the completed batch of the transfer", machines[5].Uuid, out, err)
+		return
+	}
+	out, err = runCLIAs(t, s, s.AdminToken, "-E", s.Regions["region-a"].URL, "migrations", "show", moves[0].WorkflowID, "-o", "json")
+	var batch struct{ Result struct{ Moved []string } }
+	if err != nil || json.Unmarshal([]byte(out), &batch) != nil || len(batch.Result.Moved) != dev.RackMachines || !slices.Contains(batch.Result.Moved, machines[5].Uuid) {
+		t.Errorf("migrations show %s: %s (%v); want the %d machines it moved", moves[0].WorkflowID, out, err, dev.RackMachines)
 	}
 }
 

@@ -40,6 +40,7 @@ func RegisterMigration(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.TransferRack)
 	r.RegisterWorkflow(workflows.RecoverRackTransfer)
 	r.RegisterWorkflow(workflows.BulkMigrate)
+	r.RegisterWorkflow(workflows.MigrateMachineBatch)
 	r.RegisterWorkflow(workflows.ListRegions)
 	r.RegisterActivity(acts)
 }

@@ -42,7 +42,8 @@ type BulkMigrateInput struct {
 	SourceRegion string
 	TargetRegion string
 	Selector     activities.Selector
-	// Window is how many machines migrate at once: 0 means DefaultBulkWindow, at most MaxBulkWindow.
+	// Window is how many machines migrate at once, at most MaxBulkWindow: on the batched path
+	// split over two batches (0: 8 in each), on the per-machine path 0 means DefaultBulkWindow.
 	Window int
 	// SkipMachineDestroy and WaitForRunningJob are passed to every MigrateMachine.
 	SkipMachineDestroy *bool
@@ -189,9 +190,18 @@ func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
 // migrate runs a MigrateMachine child per machine, starting the next one whenever one ends,
 // until all have ended. Once ctx is cancelled it starts no more and waits for the running
 // children, which the cancellation reaches, to finish undoing their steps.
+//
+// Runs that take the batched path (batchChange) first move the machines in batches
+// (migrateBatches); the machines the batches leave to it then take this path.
 func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
-	runWindowed(ctx, machines, b.in.window(), b.start, func(machine string, err error) {
+	if workflow.GetVersion(ctx, batchChange, workflow.DefaultVersion, 1) >= 1 {
+		if machines = b.migrateBatches(ctx, machines); ctx.Err() != nil {
+			return
+		}
+	}
+	runWindowed(ctx, machines, b.in.window(), nil, b.start, func(machine string, f workflow.Future) {
 		b.running--
+		err := f.Get(ctx, nil)
 		if skip, ok := skippedChild(machine, err); ok {
 			b.result.Skipped = append(b.result.Skipped, skip)
 			return
@@ -204,20 +214,35 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 	})
 }
 
+// migrateBatches moves machines on the batched path, recording each one's outcome, and
+// returns those that need the per-machine path. A failed machine does not stop the others.
+func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) []string {
+	var perMachine []string
+	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
+	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
+		b.result.Succeeded = append(b.result.Succeeded, res.Moved...)
+		for _, f := range res.Failed {
+			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: f.Machine, Error: truncated(f.Error)})
+		}
+		perMachine = append(perMachine, res.PerMachine...)
+	})
+	return perMachine
+}
+
 // runWindowed calls start for each item in order, keeping at most window of the futures it
-// returns pending, and calls done as each one resolves, until all started have resolved. It
-// starts no more items once ctx is cancelled.
-func runWindowed(ctx workflow.Context, items []string, window int, start func(workflow.Context, string) workflow.Future, done func(string, error)) {
+// returns pending, and calls done with each one as it resolves, until all started have
+// resolved. It starts no more items once ctx is cancelled, or once more (when not nil) says no.
+func runWindowed[T any](ctx workflow.Context, items []T, window int, more func() bool, start func(workflow.Context, T) workflow.Future, done func(T, workflow.Future)) {
 	sel := workflow.NewSelector(ctx)
 	running, next := 0, 0
 	for {
-		for running < window && next < len(items) && ctx.Err() == nil {
+		for running < window && next < len(items) && ctx.Err() == nil && (more == nil || more()) {
 			item := items[next]
 			next++
 			running++
 			sel.AddFuture(start(ctx, item), func(f workflow.Future) {
 				running--
-				done(item, f.Get(ctx, nil))
+				done(item, f)
 			})
 		}
 		if running == 0 {
@@ -259,6 +284,11 @@ func failureOf(machine string, err error) string {
 			msg = cause.Error()
 		}
 	}
+	return truncated(msg)
+}
+
+// truncated is msg in at most maxFailureMessage bytes.
+func truncated(msg string) string {
 	if len(msg) > maxFailureMessage {
 		msg = msg[:maxFailureMessage] + "..."
 	}

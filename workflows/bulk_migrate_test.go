@@ -70,14 +70,25 @@ type bulkEnv struct {
 	env      *testsuite.TestWorkflowEnvironment
 	children *fakeChildren
 	selects  int
+	// batch answers MigrateBatch; nil leaves every machine to the per-machine path.
+	batch   func(activities.BatchInput) activities.BatchResult
+	batches int
 }
 
 func newBulkEnv(t *testing.T, selected []string, children *fakeChildren) *bulkEnv {
 	var suite testsuite.WorkflowTestSuite
 	b := &bulkEnv{t: t, env: suite.NewTestWorkflowEnvironment(), children: children}
 	b.env.RegisterWorkflow(workflows.BulkMigrate)
+	b.env.RegisterWorkflow(workflows.MigrateMachineBatch)
 	b.env.RegisterWorkflowWithOptions(children.migrate, workflow.RegisterOptions{Name: "MigrateMachine"})
 	b.env.RegisterActivity(&activities.Activities{})
+	b.env.OnActivity(a.MigrateBatch, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.BatchInput) (activities.BatchResult, error) {
+		b.batches++
+		if b.batch == nil {
+			return activities.BatchResult{PerMachine: in.Machines}, nil
+		}
+		return b.batch(in), nil
+	})
 	b.env.OnActivity(a.SelectMachines, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SelectInput) ([]string, error) {
 		b.selects++
 		if in.Region != "east" || in.Selector.Pool != "gold" {

@@ -5,8 +5,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Search attributes set by the migration workflows; all keywords.
+// Search attributes set by the migration workflows; all keywords but MachineUuids, the
+// machines of a MigrateMachineBatch.
 var (
+	MachineUuidsKey   = temporal.NewSearchAttributeKeyKeywordList("MachineUuids")
 	MachineUuidKey    = temporal.NewSearchAttributeKeyKeyword("MachineUuid")
 	MachineNameKey    = temporal.NewSearchAttributeKeyKeyword("MachineName")
 	SourceRegionKey   = temporal.NewSearchAttributeKeyKeyword("SourceRegion")
@@ -17,7 +19,7 @@ var (
 
 // SearchAttributes lists every custom search attribute a namespace needs for these workflows.
 func SearchAttributes() []temporal.SearchAttributeKey {
-	return []temporal.SearchAttributeKey{MachineUuidKey, MachineNameKey, SourceRegionKey, TargetRegionKey, RackUuidKey, MigrationPhaseKey}
+	return []temporal.SearchAttributeKey{MachineUuidKey, MachineUuidsKey, MachineNameKey, SourceRegionKey, TargetRegionKey, RackUuidKey, MigrationPhaseKey}
 }
 
 // upsertPhase records the phase a workflow is in, for `temporal workflow list --query`.

@@ -54,7 +54,9 @@ type TransferRackInput struct {
 	SourceRegion string
 	TargetRegion string
 	Rack         string // UUID
-	Window       int    // machines migrated at once; 0 means DefaultTransferWindow
+	// Window is how many machines migrate at once: on the batched path split over two
+	// batches (0: 8 in each), on the per-machine path 0 means DefaultTransferWindow.
+	Window int
 	// WaitForRunningJob is how long each machine's migration waits for a job running on it
 	// to end (MigrateMachineInput.WaitForRunningJob): in-flight jobs drain, then fail the
 	// machine's migration.
@@ -94,8 +96,10 @@ type TransferProgress struct {
 //  3. have the rack push its leases to the source, then copy its fabrics, VLANs, subnets (DHCP
 //     settings, reserved IPs), the rack record (paused), its pods and leases to the target,
 //     upserted by UUID (undo: delete what the copy created);
-//  4. migrate every machine behind the rack as a child MigrateMachine, at most Window at once
-//     (each waits up to WaitForRunningJob for a job running on its machine to end);
+//  4. migrate every machine behind the rack: in batches (MigrateMachineBatch children), and
+//     those that need an agent wait, an ESXi repoint or a running job drained as a child
+//     MigrateMachine each, at most Window at once (each waits up to WaitForRunningJob for a
+//     job running on its machine to end);
 //  5. repoint the rack: its own worker registers with the target and swaps its region
 //     endpoints at once, while DHCP, TFTP and HTTP keep serving from its cache;
 //  6. remove the rack from the source without force: the network that moved with it and its
@@ -253,7 +257,17 @@ func (t *rackTransfer) deleteCopy(ctx workflow.Context) error {
 
 // migrateMachines runs a child MigrateMachine per machine, at most Window at once. After the
 // first failure it starts no more children and waits for the running ones.
+//
+// Runs that take the batched path (batchChange) first move the machines in batches
+// (migrateBatches); the machines the batches leave to it then take this path.
 func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
+	machines := t.plan.Machines
+	if workflow.GetVersion(ctx, batchChange, workflow.DefaultVersion, 1) >= 1 {
+		var err error
+		if machines, err = t.migrateBatches(ctx); err != nil || len(machines) == 0 {
+			return err
+		}
+	}
 	window := t.in.Window
 	if window == 0 {
 		window = DefaultTransferWindow
@@ -262,8 +276,8 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 	running, next := 0, 0
 	var failures []string
 	for {
-		for running < window && next < len(t.plan.Machines) && len(failures) == 0 && ctx.Err() == nil {
-			machine := t.plan.Machines[next]
+		for running < window && next < len(machines) && len(failures) == 0 && ctx.Err() == nil {
+			machine := machines[next]
 			next++
 			running++
 			f := startMigrateMachine(ctx, MigrateMachineInput{
@@ -297,7 +311,7 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 		t.progress.Errors = append(t.progress.Errors, failures...)
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%d of %d machines failed to migrate, %d skipped (%d moved, %d not started): %s", t.progress.MachinesFailed, len(t.plan.Machines),
-				t.progress.MachinesSkipped, t.progress.MachinesDone, len(t.plan.Machines)-next, strings.Join(failures, "; ")),
+				t.progress.MachinesSkipped, t.progress.MachinesDone, len(machines)-next, strings.Join(failures, "; ")),
 			ErrTypeMachinesFailed, nil)
 	}
 	return nil

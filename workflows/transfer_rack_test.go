@@ -31,9 +31,16 @@ type transferActs struct {
 	fail     map[string]bool
 	// rackRegion is the region the rack reports; a move that fails leaves it unchanged.
 	rackRegion string
+	// batchMoves has MigrateBatch move its machines, but those in batchFail and batchLeave
+	// (left to the per-machine path); otherwise it leaves them all to the per-machine path,
+	// as for machines with an agent.
+	batchMoves bool
+	batchFail  map[string]bool
+	batchLeave map[string]bool
 
-	mu    sync.Mutex
-	calls []string
+	mu      sync.Mutex
+	calls   []string
+	batches []activities.BatchInput
 }
 
 var (
@@ -43,7 +50,7 @@ var (
 )
 
 func newTransferActs(t *testing.T, machines []string) *transferActs {
-	return &transferActs{t: t, machines: machines, fail: map[string]bool{}, rackRegion: "east"}
+	return &transferActs{t: t, machines: machines, fail: map[string]bool{}, batchFail: map[string]bool{}, batchLeave: map[string]bool{}, rackRegion: "east"}
 }
 
 // call records name after checking its input, and fails when told to.
@@ -85,6 +92,25 @@ func (f *transferActs) CopyRack(_ context.Context, in activities.TransferInput) 
 
 func (f *transferActs) UndoRackCopy(_ context.Context, ref activities.RackRef) error {
 	return f.call("UndoRackCopy", ref, targetRack)
+}
+
+// MigrateBatch fakes the batched path (activities.MigrateBatch); batches records its inputs.
+func (f *transferActs) MigrateBatch(_ context.Context, in activities.BatchInput) (activities.BatchResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches = append(f.batches, in)
+	var res activities.BatchResult
+	for _, m := range in.Machines {
+		switch {
+		case f.batchFail[m]:
+			res.Failed = append(res.Failed, activities.BatchFailure{Machine: m, Type: activities.ErrTypeDestinationConflict, Error: "machine " + m + " refused by the target", Undone: true})
+		case f.batchMoves && !f.batchLeave[m]:
+			res.Moved = append(res.Moved, m)
+		default:
+			res.PerMachine = append(res.PerMachine, m)
+		}
+	}
+	return res, nil
 }
 
 func (f *transferActs) HandOverRack(_ context.Context, ref activities.RackRef) error {
@@ -159,6 +185,7 @@ func newTransferEnv(t *testing.T, machines []string, children *fakeChildren) *tr
 // real rack-local activities over acts on rack (the rack's own worker).
 func registerTransfer(r, rack worker.Registry, acts *transferActs, children *fakeChildren) {
 	r.RegisterWorkflow(workflows.TransferRack)
+	r.RegisterWorkflow(workflows.MigrateMachineBatch)
 	r.RegisterWorkflowWithOptions(children.migrate, workflow.RegisterOptions{Name: "MigrateMachine"})
 	r.RegisterActivity(acts)
 	rack.RegisterActivity(rackacts.New(fakeRack{acts}, map[string]string{"west": "west-secret"}))

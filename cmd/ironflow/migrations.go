@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/workflows"
 	"github.com/ironflow/ironflow/workflows/moves"
 )
@@ -17,6 +18,7 @@ type (
 	migrationDetail = moves.Detail[workflows.MigrateMachineInput, workflows.Progress, workflows.MigrateMachineResult]
 	bulkDetail      = moves.Detail[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]
 	transferDetail  = moves.Detail[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult]
+	batchDetail     = moves.Detail[workflows.MigrateMachineBatchInput, struct{}, activities.BatchResult]
 )
 
 var migrationColumns = []column[moves.Run]{

@@ -44,6 +44,8 @@ func newMigrationsShowCommand() *cobra.Command {
 				return showRun(cmd, tc, moves.Bulk, r, bulkDetailColumns)
 			case moves.Transfer.Type():
 				return showRun(cmd, tc, moves.Transfer, r, transferDetailColumns)
+			case moves.Batch.Type():
+				return showRun(cmd, tc, moves.Batch, r, batchDetailColumns)
 			}
 			return showRun(cmd, tc, moves.Migration, r, migrationDetailColumns)
 		},
@@ -115,6 +117,16 @@ var bulkDetailColumns = runColumns(func(d bulkDetail) string {
 	case d.Result != nil:
 		r := d.Result
 		return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped", len(r.Succeeded), r.Total, len(r.Failed), len(r.Skipped))
+	}
+	return ""
+})
+
+var batchDetailColumns = runColumns(func(d batchDetail) string {
+	if r := d.Result; r != nil {
+		return fmt.Sprintf("%d migrated, %d failed, %d left to their own migration", len(r.Moved), len(r.Failed), len(r.PerMachine))
+	}
+	if d.Input != nil {
+		return fmt.Sprintf("migrating %d machines", len(d.Input.Machines))
 	}
 	return ""
 })

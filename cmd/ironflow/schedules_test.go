@@ -85,6 +85,7 @@ func newBulkSetup(t *testing.T, known, unknown int) *bulkSetup {
 	w := worker.New(tc, workflows.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflows.MigrateMachine)
 	w.RegisterWorkflow(workflows.BulkMigrate)
+	w.RegisterWorkflow(workflows.MigrateMachineBatch)
 	w.RegisterWorkflow(workflows.ListRegions)
 	w.RegisterActivity(fake)
 	w.RegisterActivity(sel)
@@ -241,6 +242,11 @@ func TestScheduleLifecycle(t *testing.T) {
 	if listed.Cron != "0 2 * * *" || listed.ScheduleID != workflows.BulkMigrateID(name) || listed.Paused || !listed.NextRun.Equal(next) ||
 		!equalInput(listed.Input, wantInput) {
 		t.Errorf("listed %+v, want cron 0 2 * * *, next run %s, input %+v", listed, next, wantInput)
+	}
+
+	desc, err := s.tc.ScheduleClient().GetHandle(context.Background(), workflows.BulkMigrateID(name)).Describe(context.Background())
+	if err != nil || desc.Schedule.Policy == nil || desc.Schedule.Policy.CatchupWindow != moves.ScheduleCatchupWindow {
+		t.Errorf("schedule policies %+v (%v), want a catch-up window of %s", desc.Schedule.Policy, err, moves.ScheduleCatchupWindow)
 	}
 
 	code, out, stderr = ironflow(t, "", "migrations", "schedule", "trigger", name)

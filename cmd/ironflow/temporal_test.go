@@ -273,6 +273,12 @@ func (f *fakeActivities) ExportImport(ctx context.Context, in activities.CopyInp
 	return activities.CopyResult{Jobs: 2, Profiles: 2}, nil
 }
 
+// MigrateBatch leaves every machine to the per-machine path, whose activities the fake
+// records.
+func (f *fakeActivities) MigrateBatch(_ context.Context, in activities.BatchInput) (activities.BatchResult, error) {
+	return activities.BatchResult{PerMachine: in.Machines}, nil
+}
+
 func (f *fakeActivities) Quiesce(ctx context.Context, _ activities.MachineRef) error {
 	f.record(ctx, "Quiesce")
 	return nil

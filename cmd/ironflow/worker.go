@@ -8,10 +8,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
 
@@ -19,6 +21,10 @@ import (
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
 )
+
+// workerStopTimeout is how long a stopping worker lets its running activities finish before
+// it cancels them: far longer than a region call.
+const workerStopTimeout = 30 * time.Second
 
 const (
 	flagRegionsFile    = "regions-file"
@@ -129,7 +135,11 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 		return err
 	}
 
-	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: regions, ESXi: esxi})
+	// A stop (SIGTERM, a deploy) lets running activities finish their region call: a batch
+	// stops its machines at their next step boundary, and a retry on the next worker resumes
+	// them; without it every activity would be cut mid-call and retried from its start.
+	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: regions, ESXi: esxi},
+		workers.WithOptions(worker.Options{WorkerStopTimeout: workerStopTimeout}))
 	g, ctx := errgroup.WithContext(cmd.Context())
 	stop := make(chan any)
 	g.Go(func() error {

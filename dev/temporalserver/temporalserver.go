@@ -26,10 +26,12 @@ const EnvCLI = "IRONFLOW_TEMPORAL_CLI"
 type Server struct {
 	Address string // frontend gRPC host:port
 	UIURL   string // web UI
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the process has exited
-	waitErr error         // how it exited; read after exited is closed
-	output  bytes.Buffer  // its output when no LogFile is given, for errors
+	// MetricsURL serves the server's Prometheus metrics (Options.MetricsPort); empty without.
+	MetricsURL string
+	cmd        *exec.Cmd
+	exited     chan struct{} // closed when the process has exited
+	waitErr    error         // how it exited; read after exited is closed
+	output     bytes.Buffer  // its output when no LogFile is given, for errors
 }
 
 // Options configure Start.
@@ -40,6 +42,9 @@ type Options struct {
 	UIPort   int    // web UI port; 0 = free port; -1 = no UI
 	LogFile  string // server output; empty = discarded
 	Headless bool
+	// MetricsPort serves Prometheus metrics (state transitions, persistence requests) on
+	// 127.0.0.1; 0 = none, -1 = a free port.
+	MetricsPort int
 }
 
 // FindCLI returns the Temporal CLI binary: $IRONFLOW_TEMPORAL_CLI, else bin/temporal in
@@ -117,6 +122,14 @@ func start(ctx context.Context, bin string, opts Options) (*Server, error) {
 	if opts.DBFile != "" {
 		args = append(args, "--db-filename", opts.DBFile)
 	}
+	if opts.MetricsPort != 0 {
+		metricsPort, err := portOrFree(max(opts.MetricsPort, 0))
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--metrics-port", strconv.Itoa(metricsPort))
+		t.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	}
 	cmd := exec.Command(bin, args...)
 	// Own process group, so Stop ends the server and nothing else.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -161,6 +174,14 @@ func (t *Server) waitReady(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// PID is the server's process ID (0 once stopped), for reading its CPU time.
+func (t *Server) PID() int {
+	if t.cmd == nil || t.cmd.Process == nil {
+		return 0
+	}
+	return t.cmd.Process.Pid
 }
 
 // Stop ends the dev server (SIGTERM to its process group, SIGKILL after 10 s).

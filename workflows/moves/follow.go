@@ -118,6 +118,9 @@ func (k Kind[In, Prog, Res]) Show(ctx context.Context, tc client.Client, r Run) 
 	}
 	d.Input = &in
 	if r.Running() {
+		if k.noProgress {
+			return d, nil, nil
+		}
 		p, err := k.query(ctx, tc, r.WorkflowID, r.RunID)
 		if err != nil {
 			return d, err, nil

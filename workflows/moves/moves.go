@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -28,6 +29,9 @@ type Kind[In, Prog, Res any] struct {
 	latestRun bool
 	// redact hides what must not be shown of an input (nil: nothing).
 	redact func(In) In
+	// noProgress: the workflow answers no progress query (while it runs, its one activity is
+	// all there is).
+	noProgress bool
 }
 
 // The kinds of move.
@@ -46,6 +50,14 @@ var (
 			in.Grant = workflows.Redact(in.Grant) // a grant authorises moves until it expires
 			return in
 		},
+	}
+	// Batch moves a batch of a rack transfer's or bulk run's machines: listed as "batch of N"
+	// and found by any of its machines (MachineUuids).
+	Batch = Kind[workflows.MigrateMachineBatchInput, struct{}, activities.BatchResult]{
+		Workflow: workflows.MigrateMachineBatch,
+		noun:     "batch", subject: "batch",
+		undone:     "the machines it had moved were undone",
+		noProgress: true,
 	}
 	Bulk = Kind[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]{
 		Workflow: workflows.BulkMigrate,

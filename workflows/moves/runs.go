@@ -92,12 +92,14 @@ func (e *FilterError) Error() string { return fmt.Sprintf("%s %q %s", e.Field, e
 // Query is the visibility query of the machine migrations f chooses. Its values are
 // checked, not quoted, so they cannot change the query.
 func (f Filter) Query() (string, error) {
-	clauses := []string{fmt.Sprintf("WorkflowType = '%s'", Migration.Type())}
+	// A machine moves alone (MigrateMachine) or in a batch (MigrateMachineBatch).
+	clauses := []string{fmt.Sprintf("WorkflowType IN ('%s', '%s')", Migration.Type(), Batch.Type())}
 	if f.Machine != "" {
 		if _, err := uuid.Parse(f.Machine); err != nil {
 			return "", &FilterError{"machine", f.Machine, "is not a machine UUID"}
 		}
-		clauses = append(clauses, fmt.Sprintf("%s = '%s'", workflows.MachineUuidKey.GetName(), f.Machine))
+		clauses[0] = fmt.Sprintf("((WorkflowType = '%s' AND %s = '%s') OR (WorkflowType = '%s' AND %s = '%s'))",
+			Migration.Type(), workflows.MachineUuidKey.GetName(), f.Machine, Batch.Type(), workflows.MachineUuidsKey.GetName(), f.Machine)
 	}
 	if f.Status != "" {
 		i := slices.IndexFunc(statuses, func(st status) bool { return st.name == f.Status })
@@ -201,6 +203,13 @@ func runOf(info *workflowpb.WorkflowExecutionInfo) Run {
 		workflows.MigrationPhaseKey: &r.MigrationPhase,
 	} {
 		*field = keyword(attrs[key.GetName()])
+	}
+	if r.Type == Batch.Type() {
+		var machines []string
+		if p := attrs[workflows.MachineUuidsKey.GetName()]; p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &machines)
+		}
+		r.MachineName = fmt.Sprintf("batch of %d", len(machines))
 	}
 	return r
 }

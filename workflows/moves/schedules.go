@@ -35,6 +35,11 @@ type InvalidSpecError struct{ Message string }
 
 func (e *InvalidSpecError) Error() string { return e.Message }
 
+// ScheduleCatchupWindow is how late a scheduled bulk migration may still start after the
+// Temporal server was down at its time: a missed 02:00 run is skipped by morning instead of
+// moving machines at noon (the server's default is a year).
+const ScheduleCatchupWindow = 30 * time.Minute
+
 // CreateSchedule creates the schedule bulk-migrate/name, which starts the bulk migration in
 // at each time of cron; a run still going at the next time makes that time be skipped.
 // A schedule of that name makes it fail with ErrScheduleExists, a spec Temporal refuses with
@@ -54,8 +59,9 @@ func CreateSchedule(ctx context.Context, tc client.Client, name, cron string, in
 			TaskQueue:             workflows.TaskQueue,
 			TypedSearchAttributes: bulkSearchAttributes(in),
 		},
-		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Memo:    map[string]any{memoCron: cron, memoInput: in},
+		Overlap:       enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		CatchupWindow: ScheduleCatchupWindow,
+		Memo:          map[string]any{memoCron: cron, memoInput: in},
 	})
 	var invalid *serviceerror.InvalidArgument
 	switch {

@@ -1,0 +1,159 @@
+package activities_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+const batchMigration = "transfer-rack/r/batch/m1"
+
+// batchMachine is a plain machine of the batch tests: it moves without an agent to wait for.
+func batchMachine(id, name string) api.Machine {
+	return api.Machine{Uuid: id, Name: name, Runnable: true, Available: true, Meta: map[string]string{"machine-role": "machine"}}
+}
+
+// One batch, every outcome: plain machines move with their jobs; a machine with an agent is
+// left to the per-machine path untouched; a machine in WorkOrderMode fails untouched; a
+// machine the target refuses is undone on its own (live on the source again, no copy left);
+// a machine already moved to the target counts as moved. Run again, as after a worker crash,
+// the batch changes nothing more.
+func TestMigrateBatchMovesEachMachineOrUndoesIt(t *testing.T) {
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	east.Put(batchMachine("m1", "one"))
+	east.Put(batchMachine("m2", "two"))
+	east.PutJobs(api.Job{Uuid: "job-2", Machine: "m2", State: api.JobFinished})
+	agent := batchMachine("m3", "three")
+	agent.Meta[api.MetaAgentLastSeen] = "2026-12-01T10:00:00Z"
+	east.Put(agent)
+	wom := batchMachine("m4", "four")
+	wom.WorkOrderMode = true
+	east.Put(wom)
+	east.Put(batchMachine("m5", "five"))
+	west.Put(batchMachine("other", "five")) // the target refuses m5's name
+	moved := batchMachine("m6", "six")
+	moved.Locked, moved.Runnable = true, false
+	moved.Meta = map[string]string{api.MetaRedirectEndpoint: "https://west.example:5240"}
+	east.Put(moved)
+	west.Put(batchMachine("m6", "six"))
+
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	in := activities.BatchInput{SourceRegion: "east", TargetRegion: "west", Migration: batchMigration, Machines: []string{"m1", "m2", "m3", "m4", "m5", "m6"}, Grant: "g"}
+	for attempt := range 2 {
+		v, err := env.ExecuteActivity(a.MigrateBatch, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res activities.BatchResult
+		if err := v.Get(&res); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Moved, []string{"m1", "m2", "m6"}) || !slices.Equal(res.PerMachine, []string{"m3"}) {
+			t.Errorf("attempt %d: moved %v, per-machine %v; want m1 m2 m6, m3", attempt, res.Moved, res.PerMachine)
+		}
+		var failed []string
+		for _, f := range res.Failed {
+			failed = append(failed, f.Machine)
+			if !f.Undone {
+				t.Errorf("attempt %d: failure %+v not undone", attempt, f)
+			}
+		}
+		if !slices.Equal(failed, []string{"m4", "m5"}) {
+			t.Fatalf("attempt %d: failed %+v, want m4 and m5", attempt, res.Failed)
+		}
+		if res.Failed[0].Type != activities.ErrTypeWorkOrderMode || res.Failed[1].Type != activities.ErrTypeRegionRefused {
+			t.Errorf("failure types %q, %q", res.Failed[0].Type, res.Failed[1].Type)
+		}
+	}
+	for _, id := range []string{"m1", "m2", "m6"} {
+		dst, ok := west.Machine(id)
+		src, _ := east.Machine(id)
+		if !ok || !dst.Runnable || !src.Locked || src.Meta[api.MetaRedirectEndpoint] != "https://west.example:5240" {
+			t.Errorf("%s: target %+v (found %v), source %+v; want live on west, a stub on east", id, dst, ok, src)
+		}
+	}
+	if jobs := west.Jobs("m2"); len(jobs) != 1 || jobs[0].Uuid != "job-2" {
+		t.Errorf("jobs of m2 on west: %+v", jobs)
+	}
+	for _, id := range []string{"m3", "m4", "m5"} {
+		src, _ := east.Machine(id)
+		if _, ok := west.Machine(id); ok || !src.Runnable || src.Meta[api.MetaMigrating] != "" || src.Locked {
+			t.Errorf("%s: on west %v, on east %+v; want untouched, live on east only", id, ok, src)
+		}
+	}
+	for _, call := range journal.Calls() {
+		if slices.Contains([]string{"east Quiesce m3", "east Quiesce m4"}, call) {
+			t.Errorf("the batch called %q on a machine it must not touch", call)
+		}
+	}
+}
+
+// A batch refuses an input it cannot run, and changes nothing.
+func TestMigrateBatchRefusesBadInput(t *testing.T) {
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	for name, in := range map[string]activities.BatchInput{
+		"no machines":  {SourceRegion: "east", TargetRegion: "west", Migration: batchMigration},
+		"no migration": {SourceRegion: "east", TargetRegion: "west", Machines: []string{"m1"}},
+		"too many":     {SourceRegion: "east", TargetRegion: "west", Migration: batchMigration, Machines: make([]string, activities.MaxBatchMachines+1)},
+		"same region":  {SourceRegion: "east", TargetRegion: "east", Migration: batchMigration, Machines: []string{"m1"}},
+	} {
+		if _, err := env.ExecuteActivity(a.MigrateBatch, in); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if calls := journal.Calls(); len(calls) != 0 {
+		t.Errorf("calls %v for refused inputs", calls)
+	}
+}
+
+// A worker that stops leaves each machine of a batch where it is and fails the attempt, so a
+// retry on another worker resumes them; nothing is undone. The retry moves them all.
+func TestMigrateBatchLeavesMachinesToTheRetryWhenTheWorkerStops(t *testing.T) {
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	east.Put(batchMachine("m1", "one"))
+	east.Put(batchMachine("m2", "two"))
+	in := activities.BatchInput{SourceRegion: "east", TargetRegion: "west", Migration: batchMigration, Machines: []string{"m1", "m2"}}
+	var suite testsuite.WorkflowTestSuite
+	stopping := suite.NewTestActivityEnvironment()
+	stopping.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	stop := make(chan struct{})
+	close(stop)
+	stopping.SetWorkerStopChannel(stop)
+	if _, err := stopping.ExecuteActivity(a.MigrateBatch, in); err == nil || !strings.Contains(err.Error(), "a retry resumes them") {
+		t.Fatalf("attempt on a stopping worker: %v, want a retryable error", err)
+	}
+	for _, id := range in.Machines {
+		if m, _ := east.Machine(id); !m.Runnable || m.Meta[api.MetaMigrating] != "" {
+			t.Errorf("%s changed by an attempt on a stopping worker: %+v", id, m)
+		}
+	}
+	// East holds m1 for the batch already, as if the stopped attempt had quiesced it.
+	east.Update("m1", func(m *api.Machine) { m.Runnable, m.Meta[api.MetaMigrating] = false, batchMigration })
+	retry := suite.NewTestActivityEnvironment()
+	retry.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	v, err := retry.ExecuteActivity(a.MigrateBatch, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.BatchResult
+	if err := v.Get(&res); err != nil || !slices.Equal(res.Moved, in.Machines) {
+		t.Errorf("retry: %+v (%v), want both moved", res, err)
+	}
+}

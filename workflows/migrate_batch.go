@@ -1,0 +1,186 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/activities"
+)
+
+// The batched path of TransferRack (issue 13): a MigrateMachineBatch child moves up to
+// activities.MaxBatchMachines machines in one activity, so a machine costs Temporal a share
+// of a few events instead of a child workflow of about fifty. Machines that need an agent
+// wait, an ESXi repoint or a running job drained come back from the batch untouched and take
+// the per-machine path (a MigrateMachine child each).
+
+// batchChange is the GetVersion change ID of the batched path; runs recorded before it start
+// a MigrateMachine child per machine.
+const batchChange = "batch-machines"
+
+// Batch sizing. A batch's machines are its MachineUuids search attribute: 50 UUIDs stay well
+// under the server's per-workflow search-attribute size limit. Two batches run at once so one
+// batch's slowest machines do not leave the regions idle; more only queue in the worker.
+const (
+	machinesPerBatch = 50
+	maxBatchesAtOnce = 2
+)
+
+// batchWindow splits window, the machines a move migrates at once, into batches at once and
+// machines at once in each batch. Window 0 (the input said nothing) is maxBatchesAtOnce
+// batches of activities.DefaultBatchParallelism machines each.
+func batchWindow(window int) (batchesAtOnce, parallelism int) {
+	if window == 0 {
+		return maxBatchesAtOnce, activities.DefaultBatchParallelism
+	}
+	batchesAtOnce = min(window, maxBatchesAtOnce)
+	return batchesAtOnce, window / batchesAtOnce
+}
+
+// maxFailureSample bounds the failures a transfer keeps in its progress and error message;
+// every machine's failure is in its batch's result.
+const maxFailureSample = 20
+
+// MigrateMachineBatchInput names the machines of one batch.
+type MigrateMachineBatchInput struct {
+	SourceRegion string
+	TargetRegion string
+	Machines     []string // UUIDs
+	// Grant is the parent's rack or bulk grant (region/api/grants.go).
+	Grant string `json:",omitempty"`
+	// Parallelism is how many of the machines move at once; 0 means
+	// activities.DefaultBatchParallelism.
+	Parallelism int `json:",omitempty"`
+}
+
+// batchOptions: the batch heartbeats while it runs, and a cancel waits for it, which stops
+// each machine at its next step boundary and undoes or finishes it.
+var batchOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Minute,
+	HeartbeatTimeout:    30 * time.Second,
+	WaitForCancellation: true,
+	RetryPolicy:         regionCallOptions.RetryPolicy,
+}
+
+// MigrateMachineBatch moves a batch of machines with one MigrateBatch activity and returns
+// what happened to each (activities.BatchResult). Its MachineUuids search attribute lists the
+// batch's machines, so `MachineUuids = "<uuid>"` finds every machine's move; it sets no
+// phase: its one step is the whole run.
+func MigrateMachineBatch(ctx workflow.Context, in MigrateMachineBatchInput) (activities.BatchResult, error) {
+	var res activities.BatchResult
+	batch := activities.BatchInput{
+		SourceRegion: in.SourceRegion, TargetRegion: in.TargetRegion, Machines: in.Machines, Grant: in.Grant,
+		Parallelism: in.Parallelism, Migration: workflow.GetInfo(ctx).WorkflowExecution.ID,
+	}
+	err := call(ctx, batchOptions, acts.MigrateBatch, batch, &res)
+	return res, err
+}
+
+// batchChildOptions start the batch of machines as a child of the workflow whose ID is
+// parent: one ID per batch (its first machine), cancelled with its parent, its machines and
+// regions in its search attributes from the start.
+func batchChildOptions(parent string, in MigrateMachineBatchInput) workflow.ChildWorkflowOptions {
+	return workflow.ChildWorkflowOptions{
+		WorkflowID:            parent + "/batch/" + in.Machines[0],
+		TaskQueue:             TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation:   true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			MachineUuidsKey.ValueSet(in.Machines), SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)),
+	}
+}
+
+// batches cuts machines into batches of at most machinesPerBatch, in order.
+func batches(machines []string) [][]string {
+	var out [][]string
+	for len(machines) > 0 {
+		n := min(len(machines), machinesPerBatch)
+		out = append(out, machines[:n])
+		machines = machines[n:]
+	}
+	return out
+}
+
+// runBatches moves machines in MigrateMachineBatch children of the workflow whose ID is
+// parent, window machines at once (batchWindow), and calls done with each batch's result as it
+// ends; running (when not nil) counts the machines of the batches running. It starts no more
+// batches once ctx is cancelled or more (when not nil) says no. A batch that failed as a
+// whole (e.g. a region the worker does not know) reports each of its machines failed with
+// its error.
+func runBatches(ctx workflow.Context, parent string, in MigrateMachineBatchInput, machines []string, window int, more func() bool, running *int, done func(activities.BatchResult)) {
+	var counted int
+	if running == nil {
+		running = &counted
+	}
+	batchesAtOnce, parallelism := batchWindow(window)
+	in.Parallelism = parallelism
+	runWindowed(ctx, batches(machines), batchesAtOnce, more,
+		func(ctx workflow.Context, machines []string) workflow.Future {
+			*running += len(machines)
+			in.Machines = machines
+			return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, batchChildOptions(parent, in)), MigrateMachineBatch, in)
+		},
+		func(machines []string, f workflow.Future) {
+			*running -= len(machines)
+			var res activities.BatchResult
+			if err := f.Get(ctx, &res); err != nil {
+				res = activities.BatchResult{}
+				for _, m := range machines {
+					res.Failed = append(res.Failed, activities.BatchFailure{Machine: m, Type: errorTypeOf(err), Error: err.Error()})
+				}
+			}
+			done(res)
+		})
+}
+
+// errorTypeOf is the type of the application error err is or wraps, "" when none.
+func errorTypeOf(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+// migrateBatches moves the plan's machines on the batched path and returns those that need
+// the per-machine path. After a batch with a failure it starts no more batches, waits for
+// the running ones and fails.
+func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
+	var perMachine, failures []string
+	failed, ended := 0, 0
+	in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Grant: t.in.Grant}
+	// The canonical ID of the transfer (not its own, which a replayer does not know).
+	runBatches(ctx, TransferRackID(t.in.Rack), in, t.plan.Machines, t.in.Window, func() bool { return failed == 0 }, nil, func(res activities.BatchResult) {
+		ended += len(res.Moved) + len(res.PerMachine) + len(res.Failed)
+		t.progress.MachinesDone += len(res.Moved)
+		t.progress.MachinesFailed += len(res.Failed)
+		failed += len(res.Failed)
+		perMachine = append(perMachine, res.PerMachine...)
+		for _, fl := range res.Failed {
+			if len(failures) < maxFailureSample {
+				failures = append(failures, fmt.Sprintf("machine %s: %s", fl.Machine, fl.Error))
+			}
+		}
+	})
+	if ctx.Err() != nil {
+		return nil, temporal.NewCanceledError()
+	}
+	if failed > 0 {
+		t.progress.Errors = append(t.progress.Errors, failures...)
+		more := ""
+		if failed > len(failures) {
+			more = fmt.Sprintf(" (and %d more, in the results of the batches %s/batch/*)", failed-len(failures), TransferRackID(t.in.Rack))
+		}
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s%s", failed, len(t.plan.Machines),
+				t.progress.MachinesDone, len(t.plan.Machines)-ended, strings.Join(failures, "; "), more),
+			ErrTypeMachinesFailed, nil)
+	}
+	return perMachine, nil
+}

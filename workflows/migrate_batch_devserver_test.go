@@ -1,0 +1,190 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/activities"
+	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// batchHistoryDir holds the recorded MigrateMachineBatch histories.
+var batchHistoryDir = filepath.Join("testdata", "batch")
+
+// TestTransferRackBatchedOnDevServer runs a transfer on the batched path on a real Temporal
+// server: 60 machines in two MigrateMachineBatch children (fake MigrateBatch activity), one
+// of them left to a per-machine child. Every batch is found by each of its machines through
+// the MachineUuids search attribute. With -record it writes the transfer's and the first
+// batch's histories for the replay tests.
+func TestTransferRackBatchedOnDevServer(t *testing.T) {
+	c := devServer(t)
+	machines := machineUUIDs(60)
+	acts := newTransferActs(t, machines)
+	acts.batchMoves = true
+	acts.batchLeave[machines[55]] = true
+	children := &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }}
+	main := worker.New(c, workflows.TaskQueue, worker.Options{})
+	rack := worker.New(c, rackacts.TaskQueue(transferRack), worker.Options{})
+	registerTransfer(main, rack, acts, children)
+	for _, w := range []worker.Worker{main, rack} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack), TaskQueue: workflows.TaskQueue}
+	run, err := c.ExecuteWorkflow(ctx, opts, workflows.TransferRack, transferInput(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.TransferRackResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Machines != len(machines) || len(acts.batches) != 2 || !slices.Equal(children.started, []string{workflows.MigrateMachineID(machines[55])}) {
+		t.Errorf("result %+v after %d batches and per-machine children %v", res, len(acts.batches), children.started)
+	}
+	firstBatch := workflows.TransferRackID(transferRack) + "/batch/" + machines[0]
+	for _, m := range []string{machines[0], machines[49], machines[50], machines[59]} {
+		want := firstBatch
+		if m >= machines[50] {
+			want = workflows.TransferRackID(transferRack) + "/batch/" + machines[50]
+		}
+		query := workflows.MachineUuidsKey.GetName() + " = '" + m + "'"
+		testutil.EventuallyOK(t, 20*time.Second, func() string {
+			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+			switch {
+			case err != nil:
+				return err.Error()
+			case len(resp.Executions) != 1 || resp.Executions[0].Execution.WorkflowId != want:
+				return fmt.Sprintf("%s finds %v, want %s", query, resp.Executions, want)
+			}
+			return ""
+		})
+	}
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_batched_history.json"))
+		if err := os.MkdirAll(batchHistoryDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, firstBatch, ""), filepath.Join(batchHistoryDir, "migrate_machine_batch_history.json"))
+	}
+}
+
+// TestReplayMigrateMachineBatchHistories replays the recorded batch histories against the
+// current code.
+func TestReplayMigrateMachineBatchHistories(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(batchHistoryDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatalf("want the recorded histories in %s (go test ./workflows -run TransferRackBatchedOnDevServer -record)", batchHistoryDir)
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(workflows.MigrateMachineBatch)
+			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// bulkBatchedHistoryDir holds BulkMigrate histories on the batched path, run as
+// bulkBatchedID: their batches' IDs derive from the run's own ID, which a replay must know.
+var bulkBatchedHistoryDir = filepath.Join("testdata", "bulk_batched")
+
+const bulkBatchedName = "batched"
+
+// TestBulkMigrateBatchedOnDevServer runs a bulk migration on the batched path with the real
+// worker and activities over fake regions: every machine moves in one batch, whose ID names
+// the bulk run. With -record it writes the history for TestReplayBulkMigrateBatchedHistories.
+func TestBulkMigrateBatchedOnDevServer(t *testing.T) {
+	c := devServer(t)
+	names := []string{"batch-a", "batch-b", "batch-c"}
+	uuids := []string{"5e5e5e5e-0000-4000-8000-00000000000a", "5e5e5e5e-0000-4000-8000-00000000000b", "5e5e5e5e-0000-4000-8000-00000000000c"}
+	west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Names: names}}
+	run, err := c.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions(bulkBatchedName), workflows.BulkMigrate, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BulkMigrateResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(res.Succeeded)
+	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids) || len(res.Failed) != 0 {
+		t.Errorf("result %+v, want all of %v migrated", res, uuids)
+	}
+	for _, id := range uuids {
+		if m, ok := west.Machine(id); !ok || !m.Runnable {
+			t.Errorf("machine %s on west: %+v (found %v), want it live", id, m, ok)
+		}
+	}
+	batch := workflows.BulkMigrateID(bulkBatchedName) + "/batch/" + uuids[0]
+	if _, err := c.DescribeWorkflowExecution(ctx, batch, ""); err != nil {
+		t.Errorf("batch %s: %v", batch, err)
+	}
+	if *record {
+		if err := os.MkdirAll(bulkBatchedHistoryDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeHistory(ctx, t, c, run, filepath.Join(bulkBatchedHistoryDir, "bulk_migrate_batched_history.json"))
+	}
+}
+
+// TestReplayBulkMigrateBatchedHistories replays the recorded batched bulk runs as the
+// workflow ID they ran under.
+func TestReplayBulkMigrateBatchedHistories(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(bulkBatchedHistoryDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatalf("want the recorded histories in %s (go test ./workflows -run BulkMigrateBatchedOnDevServer -record)", bulkBatchedHistoryDir)
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			h, err := client.HistoryFromJSON(mustOpen(t, path), client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(workflows.BulkMigrate)
+			opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: workflows.BulkMigrateID(bulkBatchedName), RunID: "replay"}}
+			if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func mustOpen(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
