@@ -64,6 +64,8 @@ var kinds = []kind{
 	kindOf[api.Rack](api.KindRacks, ""),
 	kindOf[api.User](api.KindUsers, ""),
 	kindOf[api.Task](api.KindTasks, ""),
+	kindOf[api.Domain](api.KindDomains, ""),
+	kindOf[api.DNSRecord](api.KindDNSRecords, ""),
 }
 
 func kindNamed(name string) kind {

@@ -210,7 +210,8 @@ func (s *Store) RackHeartbeat(ctx context.Context, rackUUID string, hb api.RackH
 
 // RackConfig returns what the rack serves, read in one consistent snapshot: the VLANs with
 // DHCPOn it is primary or secondary rack of, their subnets, a reservation for every machine
-// with a MAC and an Address in those subnets (its first MAC), and their active leases.
+// with a MAC and an Address in those subnets (its first MAC), their active leases, and
+// what the rack's DNS server needs (the region's zones, upstream resolvers and serial).
 // Config.Rack leaves out LastSeen, Status and the heartbeat's Meta keys, which change with
 // heartbeats, so that the config (and its ETag) changes only when what the rack serves changes.
 func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, error) {
@@ -265,7 +266,8 @@ func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig
 				cfg.Leases = append(cfg.Leases, *l.obj)
 			}
 		}
-		return nil
+		cfg.DNS, err = rackDNS(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return api.RackConfig{}, classify(err)
