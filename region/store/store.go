@@ -185,7 +185,7 @@ var uniqueKeys = map[string]uniqueKey{
 	"users_pkey":    {noun: "user", field: "Name"},
 	"tasks_pkey":    {noun: "task", field: "Name"},
 	"domains_pkey":  {noun: "domain", field: "Name"},
-	"domains_one_default": {owner: "SELECT name FROM domains WHERE is_default", message: func(_, owner string) string {
+	"domains_one_default": {owner: "SELECT name FROM domains WHERE is_default AND $1::text IS NOT NULL", message: func(_, owner string) string {
 		return fmt.Sprintf("domain %s is already the default: update it to Default false first", owner)
 	}},
 	"racks_pkey":             {noun: "rack", field: "Uuid", owner: "SELECT 'name ' || name FROM racks WHERE uuid = $1::uuid"},
