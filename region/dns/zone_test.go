@@ -107,7 +107,7 @@ func TestReverseZone(t *testing.T) {
 		"192.168.7.64/26": "7.168.192.in-addr.arpa.",
 		"172.16.0.0/12":   "172.in-addr.arpa.",
 		"2001:db8:1::/48": "1.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.",
-		"2001:db8:1::/50": "0.1.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.",
+		"2001:db8:1::/52": "0.1.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.",
 	} {
 		if got := ReverseZone(netip.MustParsePrefix(p)); got != want {
 			t.Errorf("ReverseZone(%s) = %s, want %s", p, got, want)
