@@ -151,12 +151,17 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 }
 
 // Serve runs h on an open UDP socket and TCP listener until ctx ends (shared by the region
-// and rack DNS servers). accept, when set, replaces miekg/dns's default check of a
-// message's header.
-func Serve(ctx context.Context, h mdns.Handler, pc net.PacketConn, ln net.Listener, accept mdns.MsgAcceptFunc) error {
+// and rack DNS servers). configure, when set, adjusts both miekg/dns servers before they
+// start (buffer sizes, hooks).
+func Serve(ctx context.Context, h mdns.Handler, pc net.PacketConn, ln net.Listener, configure func(*mdns.Server)) error {
 	servers := []*mdns.Server{
-		{PacketConn: pc, Handler: h, MsgAcceptFunc: accept},
-		{Listener: ln, Handler: h, MsgAcceptFunc: accept, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
+		{PacketConn: pc, Handler: h},
+		{Listener: ln, Handler: h, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
+	}
+	if configure != nil {
+		for _, srv := range servers {
+			configure(srv)
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, srv := range servers {
