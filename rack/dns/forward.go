@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"time"
 
 	mdns "github.com/miekg/dns"
@@ -16,9 +17,11 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 )
 
-// Exchanger sends a query somewhere and returns the answer.
-type Exchanger interface {
-	Exchange(ctx context.Context, q *mdns.Msg) (*mdns.Msg, error)
+// RegionExchanger asks the region. The answer must be of the region's data at serial
+// minSerial or newer (the serial the rack's config names), so a region process whose zones
+// are older reads its data again first.
+type RegionExchanger interface {
+	Exchange(ctx context.Context, q *mdns.Msg, minSerial uint32) (*mdns.Msg, error)
 }
 
 // Doer sends a request to the region with failover (*regionlink.Link).
@@ -33,8 +36,8 @@ const maxRegionAnswer = 1 << 20
 // region link, so DNS fails over between region endpoints like every other region call.
 type Region struct{ Link Doer }
 
-// Exchange implements Exchanger.
-func (r Region) Exchange(ctx context.Context, q *mdns.Msg) (*mdns.Msg, error) {
+// Exchange implements RegionExchanger.
+func (r Region) Exchange(ctx context.Context, q *mdns.Msg, minSerial uint32) (*mdns.Msg, error) {
 	body, err := q.Pack()
 	if err != nil {
 		return nil, fmt.Errorf("pack query: %w", err)
@@ -46,6 +49,7 @@ func (r Region) Exchange(ctx context.Context, q *mdns.Msg) (*mdns.Msg, error) {
 	req.URL = &url.URL{Path: api.DNSQueryPath}
 	req.Header.Set("Content-Type", api.DNSMessageType)
 	req.Header.Set("Accept", api.DNSMessageType)
+	req.Header.Set(api.DNSSerialHeader, strconv.FormatUint(uint64(minSerial), 10))
 	resp, err := r.Link.Do(req)
 	if err != nil {
 		return nil, err
@@ -76,7 +80,7 @@ type upstreams struct {
 
 var errNoUpstream = errors.New("no upstream resolver configured")
 
-func (u upstreams) Exchange(ctx context.Context, q *mdns.Msg) (*mdns.Msg, error) {
+func (u upstreams) exchange(ctx context.Context, q *mdns.Msg) (*mdns.Msg, error) {
 	if len(u.addrs) == 0 {
 		return nil, errNoUpstream
 	}

@@ -34,10 +34,10 @@ const maxQuery = 1232
 
 // Config configures a Server.
 type Config struct {
-	Region    Exchanger     // answers the region's zones (Region over the region link)
-	CacheSize int           // answers kept (default DefaultCacheSize)
-	MaxStale  time.Duration // how long past its expiry an answer may still be served with every source down (default DefaultMaxStale)
-	Timeout   time.Duration // one attempt at an upstream resolver, and at the region (default DefaultTimeout)
+	Region    RegionExchanger // answers the region's zones (Region over the region link)
+	CacheSize int             // answers kept (default DefaultCacheSize)
+	MaxStale  time.Duration   // how long past its expiry an answer may still be served with every source down (default DefaultMaxStale)
+	Timeout   time.Duration   // one attempt at an upstream resolver, and at the region (default DefaultTimeout)
 	Registry  prometheus.Registerer
 	Logger    *slog.Logger
 }
@@ -143,17 +143,19 @@ func (s *Server) resolve(ctx context.Context, req *mdns.Msg, q mdns.Question, st
 	}
 	fwd := new(mdns.Msg)
 	fwd.SetQuestion(q.Name, q.Qtype)
-	var src Exchanger = upstreams{addrs: st.Upstreams, timeout: s.cfg.Timeout}
-	source := fromUpstream
-	if ours {
-		src, source = s.cfg.Region, fromRegion
-	} else {
-		fwd.RecursionDesired = true
-		fwd.SetEdns0(mdns.DefaultMsgSize, false)
-	}
 	actx, cancel := context.WithTimeout(ctx, 2*s.cfg.Timeout)
 	defer cancel()
-	ans, err := src.Exchange(actx, fwd)
+	var ans *mdns.Msg
+	var err error
+	source := fromRegion
+	if ours {
+		ans, err = s.cfg.Region.Exchange(actx, fwd, st.Serial)
+	} else {
+		source = fromUpstream
+		fwd.RecursionDesired = true
+		fwd.SetEdns0(mdns.DefaultMsgSize, false)
+		ans, err = upstreams{addrs: st.Upstreams, timeout: s.cfg.Timeout}.exchange(actx, fwd)
+	}
 	if err == nil && ans.Rcode != mdns.RcodeServerFailure {
 		ans.Extra = stripOPT(ans.Extra)
 		if ttl := cacheTTL(ans); ttl > 0 {
@@ -185,7 +187,7 @@ func (s *Server) transfer(ctx context.Context, req *mdns.Msg) *mdns.Msg {
 	fwd.SetQuestion(req.Question[0].Name, req.Question[0].Qtype)
 	actx, cancel := context.WithTimeout(ctx, 2*s.cfg.Timeout)
 	defer cancel()
-	ans, err := s.cfg.Region.Exchange(actx, fwd)
+	ans, err := s.cfg.Region.Exchange(actx, fwd, s.settings.Load().Serial)
 	if err != nil {
 		s.log.Warn("zone transfer answered SERVFAIL", "zone", req.Question[0].Name, "error", err)
 		s.metrics.servfail.Inc()

@@ -24,7 +24,7 @@ type fakeRegion struct {
 	calls atomic.Int64
 }
 
-func (r *fakeRegion) Exchange(_ context.Context, q *mdns.Msg) (*mdns.Msg, error) {
+func (r *fakeRegion) Exchange(_ context.Context, q *mdns.Msg, _ uint32) (*mdns.Msg, error) {
 	r.calls.Add(1)
 	if r.down.Load() {
 		return nil, errors.New("region unreachable")

@@ -13,9 +13,13 @@ const (
 )
 
 // DNSQueryPath is the region's DNS-over-HTTP endpoint; DNSMessageType its media type.
+// A query may carry DNSSerialHeader, the serial of the region's data the answer must be at
+// least as new as (the serial of the rack's config): a region process whose zones are
+// older reads its data again before it answers.
 const (
-	DNSQueryPath   = PathPrefix + "/dns-query"
-	DNSMessageType = "application/dns-message"
+	DNSQueryPath    = PathPrefix + "/dns-query"
+	DNSMessageType  = "application/dns-message"
+	DNSSerialHeader = "X-Ironflow-DNS-Serial"
 )
 
 // Domain is a forward zone the region is authoritative for. Machines with an address get

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -47,11 +48,12 @@ func NewServer(src Source, maxAge time.Duration, log *slog.Logger) *Server {
 	return &Server{src: src, maxAge: maxAge, log: log.With("component", "dns")}
 }
 
-// Zones returns the current zones, rebuilding them when older than MaxAge.
-func (s *Server) Zones(ctx context.Context) (*Zones, error) {
+// Zones returns the current zones, rebuilding them when older than MaxAge or than serial
+// minSerial (0: any serial).
+func (s *Server) Zones(ctx context.Context, minSerial uint32) (*Zones, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.zones != nil && time.Since(s.built) < s.maxAge {
+	if s.zones != nil && time.Since(s.built) < s.maxAge && !olderSerial(s.zones.Serial, minSerial) {
 		return s.zones, nil
 	}
 	d, err := s.src.DNSData(ctx)
@@ -66,9 +68,15 @@ func (s *Server) Zones(ctx context.Context) (*Zones, error) {
 	return z, nil
 }
 
-// answer answers req, or SERVFAIL when the data cannot be read.
-func (s *Server) answer(ctx context.Context, req *mdns.Msg) *mdns.Msg {
-	z, err := s.Zones(ctx)
+// olderSerial reports whether serial have is older than want in RFC 1982 arithmetic.
+func olderSerial(have, want uint32) bool {
+	return want != 0 && int32(want-have) > 0
+}
+
+// answer answers req from zones of serial minSerial or newer, or SERVFAIL when the data
+// cannot be read.
+func (s *Server) answer(ctx context.Context, req *mdns.Msg, minSerial uint32) *mdns.Msg {
+	z, err := s.Zones(ctx, minSerial)
 	if err != nil {
 		s.log.Warn("DNS query answered SERVFAIL", "error", err)
 		return new(mdns.Msg).SetRcode(req, mdns.RcodeServerFailure)
@@ -80,7 +88,7 @@ func (s *Server) answer(ctx context.Context, req *mdns.Msg) *mdns.Msg {
 func (s *Server) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	m := s.answer(ctx, req)
+	m := s.answer(ctx, req, 0)
 	FitReply(w, req, m)
 	if err := w.WriteMsg(m); err != nil {
 		s.log.Debug("DNS reply not sent", "error", err)
@@ -127,7 +135,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed DNS message: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	out, err := s.answer(r.Context(), req).Pack()
+	var minSerial uint32
+	if v := r.Header.Get(api.DNSSerialHeader); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("%s %q is not a serial", api.DNSSerialHeader, v), http.StatusBadRequest)
+			return
+		}
+		minSerial = uint32(n)
+	}
+	out, err := s.answer(r.Context(), req, minSerial).Pack()
 	if err != nil {
 		http.Error(w, "pack DNS answer: "+err.Error(), http.StatusInternalServerError)
 		return
