@@ -42,7 +42,7 @@ lint:
 	$(GO) mod tidy -diff
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/
+	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/ ./rack/dns/
 
 # Bounded fuzzing of the packet and path parsers, and of the region's request decoding,
 # keys and filters.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ironflow/ironflow/internal/netutil"
 )
 
@@ -94,4 +96,15 @@ func (b *SafeBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// CPUTime is the user+system CPU time of this process so far: benchmarks report CPU time
+// per operation, which depends much less than their rate on what else the machine runs.
+func CPUTime(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

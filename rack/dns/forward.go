@@ -29,6 +29,11 @@ type Doer interface {
 	Do(req *http.Request) (*http.Response, error)
 }
 
+// RegionConns is how many idle connections to a region endpoint the rack's transport should
+// keep: DNS forwards its clients' queries concurrently, and Go's default of 2 would open and
+// close a connection for most of them.
+const RegionConns = 64
+
 // maxRegionAnswer bounds an answer read from the region (a zone transfer included).
 const maxRegionAnswer = 1 << 20
 

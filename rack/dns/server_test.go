@@ -3,6 +3,8 @@ package dns
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -41,6 +43,8 @@ func (r *fakeRegion) set(serial uint32, addr string) {
 	}))
 }
 
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 var (
 	inside  = netip.MustParseAddr("10.5.0.99")
 	outside = netip.MustParseAddr("192.0.2.99")
@@ -51,7 +55,7 @@ func newTestServer(t *testing.T, size int) (*Server, *fakeRegion, *prometheus.Re
 	r := &fakeRegion{}
 	r.set(1, "10.5.0.7")
 	reg := prometheus.NewRegistry()
-	s, err := New(Config{Region: r, CacheSize: size, MaxStale: time.Hour, Registry: reg})
+	s, err := New(Config{Region: r, CacheSize: size, MaxStale: time.Hour, Registry: reg, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +186,7 @@ func TestCacheIsBounded(t *testing.T) {
 }
 
 // upstreamServer is a resolver on loopback answering every A query with 192.0.2.1.
-func upstreamServer(t *testing.T) (netip.AddrPort, *atomic.Int64) {
+func upstreamServer(t testing.TB) (netip.AddrPort, *atomic.Int64) {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
