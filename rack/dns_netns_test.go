@@ -133,7 +133,7 @@ func TestDNSThroughTheRackOverVeth(t *testing.T) {
 // which forwards it to A's upstream: B's DNS server. (B's TTL of 1 s bounds how long the
 // rack caches B's NXDOMAIN from before the move.)
 func TestDNSFollowsAMigrationOverVeth(t *testing.T) {
-	dnsB := testutil.FreeUDPAddr(t)
+	dnsB := testutil.FreeDNSAddr(t)
 	b := startRegionWith(t, pgtest.NewDatabase(t), "region-b", func(c *server.Config) { c.DNSListen = dnsB })
 	adminB := b.admin()
 	ctx := context.Background()

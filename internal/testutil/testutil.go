@@ -77,6 +77,16 @@ func FreeUDPAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
+// FreeDNSAddr returns 127.0.0.1:port for a port free for UDP and TCP a moment ago.
+func FreeDNSAddr(t testing.TB) string {
+	t.Helper()
+	port, err := netutil.FreeUDPTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
 // SafeBuffer is a bytes.Buffer that one goroutine (a logger, a command, a child process) can
 // write while another reads it.
 type SafeBuffer struct {
