@@ -50,7 +50,7 @@ var (
 	outside = netip.MustParseAddr("192.0.2.99")
 )
 
-func newTestServer(t *testing.T, size int) (*Server, *fakeRegion, *prometheus.Registry) {
+func newTestServer(t testing.TB, size int) (*Server, *fakeRegion, *prometheus.Registry) {
 	t.Helper()
 	r := &fakeRegion{}
 	r.set(1, "10.5.0.7")
