@@ -44,7 +44,7 @@ lint:
 # The DHCP server and TFTP; a rack's config poll on the region; Ironflow's DHCP against Kea
 # under perfdhcp (skipped, saying so, without perfdhcp and kea-dhcp4 or without root).
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/
+	$(GO) test -run '^$$' -bench . -benchtime 3s -cpu 1 ./rack/dhcp/ ./rack/tftp/ ./rack/dns/
 	$(GO) test -run '^$$' -bench RackConfig -benchtime 200x -cpu 1 ./region/store/ ./region/server/
 	./scripts/bench-dhcp-vs-kea.sh
 
@@ -59,6 +59,7 @@ bench-moves: tools
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 30s ./rack/dhcp/
 	$(GO) test -run '^$$' -fuzz FuzzResolve -fuzztime 30s ./rack/bootfs/
+	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 30s ./rack/dns/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeObject -fuzztime 20s ./region/server/
 	$(GO) test -run '^$$' -fuzz FuzzListQuery -fuzztime 20s ./region/server/
 	$(GO) test -run '^$$' -fuzz FuzzParseKey -fuzztime 20s ./region/store/

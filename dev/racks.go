@@ -21,6 +21,7 @@ type Rack struct {
 	Uuid      string
 	DHCPRelay string // relayed DHCP (giaddr) on 127.0.0.1
 	TFTP      string
+	DNS       string // the rack's DNS server, UDP and TCP
 	HTTPURL   string
 	StateDir  string
 }
@@ -29,7 +30,7 @@ type Rack struct {
 var RackNames = map[string]string{"region-a": "rack-a", "region-b": "rack-b"}
 
 // startRack registers the region's rack (idempotently, so a restarted stack keeps its UUID)
-// and serves it until the stack stops: DHCP relay, TFTP and HTTP boot on 127.0.0.1 high ports,
+// and serves it until the stack stops: DHCP relay, TFTP, DNS and HTTP boot on 127.0.0.1 high ports,
 // and the rack's Temporal worker.
 func (s *Stack) startRack(ctx context.Context, region string) error {
 	name := RackNames[region]
@@ -53,6 +54,10 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 	if err != nil {
 		return err
 	}
+	dnsPort, err := netutil.FreeUDPTCPPort()
+	if err != nil {
+		return err
+	}
 	bootDir := filepath.Join(stateDir, "boot")
 	if err := os.MkdirAll(bootDir, 0o755); err != nil {
 		return fmt.Errorf("%s boot dir: %w", name, err)
@@ -61,6 +66,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		Name: name, Region: region, Uuid: st.Uuid, StateDir: stateDir,
 		DHCPRelay: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		TFTP:      fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		DNS:       fmt.Sprintf("127.0.0.1:%d", dnsPort),
 		HTTPURL:   fmt.Sprintf("http://127.0.0.1:%d", httpPort),
 	}
 	secrets := map[string]string{}
@@ -74,6 +80,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		DHCPRelayListen: rk.DHCPRelay,
 		ServerIP:        netip.MustParseAddr("127.0.0.1"),
 		TFTPListen:      rk.TFTP,
+		DNSListen:       []string{rk.DNS},
 		HTTPListen:      fmt.Sprintf("127.0.0.1:%d", httpPort),
 		BootDir:         bootDir,
 		Temporal:        client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)},

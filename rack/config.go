@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ironflow/ironflow/rack/dhcp"
+	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/region/api"
@@ -36,11 +37,17 @@ type OwnLeases interface {
 	LookupMAC(subnet string, mac net.HardwareAddr) (leases.Lease, bool)
 }
 
-// applier turns the region's rack config into the DHCP config and the machine boot table,
-// all or nothing: a config that DHCP refuses leaves both as they were.
+// DNS is the part of the rack's DNS server the config applier drives (*dns.Server).
+type DNS interface {
+	Configure(dns.Settings)
+}
+
+// applier turns the region's rack config into the DHCP config, the DNS settings and the
+// machine boot table, all or nothing: a config that DHCP refuses leaves them as they were.
 type applier struct {
 	rack  string // this rack's UUID
 	dhcp  DHCP
+	dns   DNS // nil when the rack serves no DNS
 	own   OwnLeases
 	base  dhcp.Config // ServerIP and Boot, which come from the rack's own options
 	log   *slog.Logger
@@ -63,8 +70,15 @@ func (a *applier) apply(raw json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	ds, err := dnsSettings(cfg)
+	if err != nil {
+		return err
+	}
 	if err := a.dhcp.Configure(dc); err != nil {
 		return err
+	}
+	if a.dns != nil {
+		a.dns.Configure(ds)
 	}
 	a.boots.Store(&boots)
 	a.log.Info("rack config applied", "subnets", len(dc.Subnets), "reservations", len(dc.Reservations))
@@ -79,6 +93,7 @@ func (a *applier) apply(raw json.RawMessage) error {
 func (a *applier) translate(cfg api.RackConfig) (dhcp.Config, map[string]httpboot.Boot, error) {
 	dc := a.base
 	dc.Subnets, dc.Reservations = nil, nil
+	dc.Domain = cfg.DNS.Domain
 	served := map[string]bool{}
 	for _, s := range cfg.Subnets {
 		sub, err := dhcp.SubnetFromAPI(s)
@@ -107,6 +122,27 @@ func (a *applier) translate(cfg api.RackConfig) (dhcp.Config, map[string]httpboo
 		dc.Reservations = append(dc.Reservations, dhcp.Reservation{MAC: mac, Addr: addr, Hostname: r.Hostname, MachineRef: r.Machine})
 	}
 	return dc, boots, a.honourLeases(&dc, cfg.Leases, served)
+}
+
+// dnsSettings are the DNS server's settings of a rack config: the region's zones, its
+// upstream resolvers and serial, and the served subnets, whose clients may recurse.
+func dnsSettings(cfg api.RackConfig) (dns.Settings, error) {
+	st := dns.Settings{Zones: cfg.DNS.Zones, Serial: cfg.DNS.Serial}
+	for _, u := range cfg.DNS.Upstreams {
+		ap, err := netip.ParseAddrPort(u)
+		if err != nil {
+			return dns.Settings{}, fmt.Errorf("DNS upstream %q: %w", u, err)
+		}
+		st.Upstreams = append(st.Upstreams, ap)
+	}
+	for _, s := range cfg.Subnets {
+		p, err := netip.ParsePrefix(s.CIDR)
+		if err != nil {
+			return dns.Settings{}, fmt.Errorf("subnet %s: CIDR %q: %w", s.Uuid, s.CIDR, err)
+		}
+		st.Served = append(st.Served, p)
+	}
+	return st, nil
 }
 
 // honourLeases adds a reservation for each active lease of another rack in a served subnet

@@ -47,6 +47,12 @@ type region struct {
 // test ends.
 func startRegion(t *testing.T, dbURL, name string) *region {
 	t.Helper()
+	return startRegionWith(t, dbURL, name, nil)
+}
+
+// startRegionWith is startRegion with adjust applied to the server's config.
+func startRegionWith(t *testing.T, dbURL, name string, adjust func(*server.Config)) *region {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, dbURL)
 	if err != nil {
@@ -60,7 +66,11 @@ func startRegion(t *testing.T, dbURL, name string) *region {
 		t.Fatal(err)
 	}
 	r := &region{URL: "http://" + ln.Addr().String()}
-	srv := server.New(st, server.Config{Name: name, PublicURL: r.URL, RackSecret: testSecret, Version: "test", Logger: quiet})
+	cfg := server.Config{Name: name, PublicURL: r.URL, RackSecret: testSecret, Version: "test", Logger: quiet}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	srv := server.New(st, cfg)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()

@@ -23,6 +23,7 @@ import (
 // and a VLAN (DHCP on, the rack primary) for the test's subnets.
 type vethRack struct {
 	admin               *client.Client
+	region              *region
 	vlan                api.VLAN
 	rackNS, rackIf, dir string
 	cliNS, cliIf        string
@@ -37,6 +38,7 @@ func newVethRack(t *testing.T) *vethRack {
 	netnstest.IP(t, "-n", v.rackNS, "addr", "add", v.serverIP.String()+"/24", "dev", v.rackIf)
 
 	r := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	v.region = r
 	ctx := context.Background()
 	v.dir = t.TempDir()
 	st, err := Register(ctx, RegisterOptions{URLs: []string{r.URL}, Secret: testSecret, Name: "rack-1", StateDir: v.dir})

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -31,7 +32,9 @@ func asRack(ctx context.Context) context.Context {
 }
 
 func newRackAuth(token string) *rackAuth {
-	a := &rackAuth{base: http.DefaultTransport.(*http.Transport).Clone()}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = dns.RegionConns
+	a := &rackAuth{base: base}
 	a.token.Store(&token)
 	return a
 }

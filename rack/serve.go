@@ -21,6 +21,7 @@ import (
 	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/rack/dhcp"
+	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/rack/ra"
@@ -37,11 +38,16 @@ type Options struct {
 	DHCPRelayListen string     // "ip:port" for relayed requests, e.g. "127.0.0.1:1067"
 	ServerIP        netip.Addr // the rack's address for relayed clients (option 54, TFTP); default: the relay listen IP
 	TFTPListen      string     // e.g. ":69"
-	HTTPListen      string     // e.g. ":5248"
-	HTTPBootURL     string     // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
-	BootDir         string     // served by TFTP and HTTP
-	IPXEDir         string     // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
-	Discovery       httpboot.Boot
+	// DNSListen are the addresses ("ip:port") the rack answers DNS on, UDP and TCP; nil
+	// means port 53 on the address of each DHCP interface, empty (non-nil) none. While the
+	// rack serves DNS, DHCP points clients at it (option 6) unless their subnet names DNS
+	// servers.
+	DNSListen   []string
+	HTTPListen  string // e.g. ":5248"
+	HTTPBootURL string // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
+	BootDir     string // served by TFTP and HTTP
+	IPXEDir     string // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
+	Discovery   httpboot.Boot
 	// RouterAdvertisements answers IPv6 router solicitations on DHCPInterfaces with an
 	// advertisement of nothing (rack/ra), so iPXE boots without waiting ~17 s for IPv6.
 	RouterAdvertisements bool
@@ -109,15 +115,26 @@ func open(o Options) (_ *process, err error) {
 	if err != nil {
 		return nil, err
 	}
-	base := dhcp.Config{ServerIP: o.ServerIP, Boot: dhcp.Boot{HTTPBaseURL: o.HTTPBootURL}}
+	base := dhcp.Config{ServerIP: o.ServerIP, Boot: dhcp.Boot{HTTPBaseURL: o.HTTPBootURL}, ServeDNS: len(o.DNSListen) > 0}
 	handler, err := dhcp.NewHandler(base, p.table, dhcpMetrics, p.log.With("component", "dhcp"))
 	if err != nil {
 		return nil, err
 	}
 	cfg := newApplier(p.st.Uuid, handler, p.table, base, p.log.With("component", "config"))
+	// The DNS server asks the region through the link, which is built over the cached config
+	// that configures the DNS server: the server gets the link once it exists.
+	region := &rackDoer{}
+	var dnsSrv *dns.Server
+	if len(o.DNSListen) > 0 {
+		if dnsSrv, err = dns.New(dns.Config{Region: dns.Region{Link: region}, Registry: reg, Logger: p.log.With("component", "dns")}); err != nil {
+			return nil, err
+		}
+		cfg.dns = dnsSrv
+	}
 	if err := p.openLink(cfg); err != nil {
 		return nil, err
 	}
+	region.set(p.link)
 	p.ctrl = &controller{stateDir: o.StateDir, version: o.Version, interfaces: o.DHCPInterfaces, link: p.link,
 		auth: p.auth, region: regionAPI{link: p.link, rack: p.st.Uuid}, table: p.table,
 		hc: &http.Client{Timeout: 30 * time.Second}, log: p.log, st: p.st}
@@ -170,6 +187,14 @@ func open(o Options) (_ *process, err error) {
 			})
 			p.services = append(p.services, running(&p.ctrl.httpUp, func(ctx context.Context) error { return srv.ServeListener(ctx, ln) }))
 		}
+	}
+	for _, addr := range o.DNSListen {
+		pc, ln, err := dns.Listen(addr)
+		if err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, pc.Close, ln.Close)
+		p.services = append(p.services, func(ctx context.Context) error { return dnsSrv.Serve(ctx, pc, ln) })
 	}
 	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
 		srv, err := dhcp.NewServer(handler, dhcp.ServerConfig{Interfaces: o.DHCPInterfaces, RelayAddr: o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
@@ -286,6 +311,16 @@ func (o *Options) defaults() error {
 	if o.DHCPRelayListen != "" && !o.ServerIP.IsValid() {
 		return errors.New("relayed DHCP needs the rack's address: give a server IP or a specific relay listen address")
 	}
+	if o.DNSListen == nil {
+		o.DNSListen = []string{}
+		for _, ifname := range o.DHCPInterfaces {
+			a, err := interfaceAddr(ifname)
+			if err != nil {
+				return fmt.Errorf("DNS on DHCP interface %s: %w", ifname, err)
+			}
+			o.DNSListen = append(o.DNSListen, net.JoinHostPort(a.String(), "53"))
+		}
+	}
 	if o.HTTPBootURL == "" && o.HTTPListen != "" && o.ServerIP.IsValid() {
 		_, port, err := net.SplitHostPort(o.HTTPListen)
 		if err != nil {
@@ -317,4 +352,20 @@ func interfaceAddr(name string) (netip.Addr, error) {
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("interface %s has no IPv4 address", name)
+}
+
+// rackDoer sends requests as the rack (with its token) through the region link, once the
+// link is built.
+type rackDoer struct {
+	link atomic.Pointer[regionlink.Link]
+}
+
+func (d *rackDoer) set(l *regionlink.Link) { d.link.Store(l) }
+
+func (d *rackDoer) Do(req *http.Request) (*http.Response, error) {
+	l := d.link.Load()
+	if l == nil {
+		return nil, errors.New("region link not ready")
+	}
+	return l.Do(req.WithContext(asRack(req.Context())))
 }

@@ -139,7 +139,7 @@ func rackLines(s *dev.Stack) string {
 		if rk == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "  %-17s HTTP boot %s, DHCP relay %s, TFTP %s (region %s)\n", rk.Name, rk.HTTPURL, rk.DHCPRelay, rk.TFTP, region)
+		fmt.Fprintf(&b, "  %-17s HTTP boot %s, DHCP relay %s, TFTP %s, DNS %s (region %s)\n", rk.Name, rk.HTTPURL, rk.DHCPRelay, rk.TFTP, rk.DNS, region)
 	}
 	return b.String()
 }

@@ -55,6 +55,8 @@ func newRootCommand() *cobra.Command {
 		newProfilesCommand(),
 		newPoolsCommand(),
 		newSubnetsCommand(),
+		newDomainsCommand(),
+		newDNSRecordsCommand(),
 		newFabricsCommand(),
 		newVLANsCommand(),
 		newPodsCommand(),

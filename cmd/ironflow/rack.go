@@ -34,6 +34,7 @@ var rackFlagEnvs = map[string]string{
 	"router-advertisements": "IRONFLOW_ROUTER_ADVERTISEMENTS",
 	"server-ip":             "IRONFLOW_RACK_SERVER_IP",
 	"tftp-listen":           "IRONFLOW_TFTP_LISTEN",
+	"dns-listen":            "IRONFLOW_RACK_DNS_LISTEN",
 	"http-listen":           "IRONFLOW_HTTP_LISTEN",
 	"http-boot-url":         "IRONFLOW_HTTP_BOOT_URL",
 	"boot-dir":              "IRONFLOW_BOOT_DIR",
@@ -124,6 +125,7 @@ func newRackServeCommand() *cobra.Command {
 	f.String("dhcp-relay-listen", "", "ip:port for relayed DHCP requests, e.g. 127.0.0.1:1067"+rackEnvHelp("dhcp-relay-listen"))
 	f.String("server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)"+rackEnvHelp("server-ip"))
 	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+rackEnvHelp("tftp-listen"))
+	f.StringArray("dns-listen", nil, "ip:port to serve DNS on, UDP and TCP; repeatable; \"none\" disables DNS (default: port 53 on each --dhcp-interface's address)"+rackEnvHelp("dns-listen"))
 	f.String("http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot"+rackEnvHelp("http-listen"))
 	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+rackEnvHelp("http-boot-url"))
 	f.String("boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP"+rackEnvHelp("boot-dir"))
@@ -149,6 +151,7 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 		HTTPListen:      rackFlag(cmd, "http-listen"),
 		HTTPBootURL:     rackFlag(cmd, "http-boot-url"),
 		BootDir:         rackFlag(cmd, "boot-dir"),
+		DNSListen:       dnsListen(cmd),
 		Version:         version,
 		Logger:          logger,
 	}
@@ -173,6 +176,19 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 	}
 	o.RegionSecrets = secrets
 	return o, nil
+}
+
+// dnsListen is --dns-listen: nil when neither the flag nor its variable is set (the rack's
+// default), empty for "none".
+func dnsListen(cmd *cobra.Command) []string {
+	values := rackListFlag(cmd, "dns-listen")
+	switch {
+	case len(values) == 1 && values[0] == "none":
+		return []string{}
+	case len(values) == 0:
+		return nil
+	}
+	return values
 }
 
 // loadRegionSecrets reads `secrets: {REGION: SECRET}`; no file means no secrets.

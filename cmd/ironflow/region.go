@@ -33,6 +33,7 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"events-max-count", "IRONFLOW_EVENTS_MAX_COUNT", "1000000", "keep at most this many audit events (0: no bound)"},
 	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
 	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
+	{"dns-listen", "IRONFLOW_DNS_LISTEN", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)"},
 }
 
 func newRegionServeCommand() *cobra.Command {
@@ -90,6 +91,7 @@ func serveConfig(cmd *cobra.Command) (server.Config, error) {
 		PublicURL:   value["public-url"],
 		AdminToken:  value["admin-token"],
 		RackSecret:  value["rack-secret"],
+		DNSListen:   value["dns-listen"],
 		Version:     version,
 		Limits: server.Limits{
 			ReadTimeout:    duration("read-timeout"),

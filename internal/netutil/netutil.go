@@ -25,3 +25,22 @@ func FreeUDPPort() (int, error) {
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).Port, nil
 }
+
+// FreeUDPTCPPort returns a port on 127.0.0.1 free for both UDP and TCP right now (a DNS
+// server listens on both).
+func FreeUDPTCPPort() (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		c, err := net.ListenPacket("udp", l.Addr().String())
+		l.Close()
+		if err == nil {
+			c.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("find a port free for UDP and TCP: none in 100 tries")
+}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ironflow/ironflow/internal/netutil"
 )
 
@@ -75,6 +77,16 @@ func FreeUDPAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
+// FreeDNSAddr returns 127.0.0.1:port for a port free for UDP and TCP a moment ago.
+func FreeDNSAddr(t testing.TB) string {
+	t.Helper()
+	port, err := netutil.FreeUDPTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
 // SafeBuffer is a bytes.Buffer that one goroutine (a logger, a command, a child process) can
 // write while another reads it.
 type SafeBuffer struct {
@@ -94,4 +106,15 @@ func (b *SafeBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// CPUTime is the user+system CPU time of this process so far: benchmarks report CPU time
+// per operation, which depends much less than their rate on what else the machine runs.
+func CPUTime(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
-	"golang.org/x/sys/unix"
+	"github.com/ironflow/ironflow/internal/testutil"
 )
 
 // benchClients is the number of concurrent clients of the benchmarks: a PXE storm is many
@@ -132,14 +132,14 @@ func BenchmarkDORA(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) {
 		f := newFixture(b, loopConfig())
 		server := startRelayServer(b, f)
-		cpu := cpuTime(b)
+		cpu := testutil.CPUTime(b)
 		b.ResetTimer()
 		retransmits, err := runClients(server, loopNet(), b.N)
 		b.StopTimer()
 		if err != nil {
 			b.Fatal(err)
 		}
-		reportDORA(b, cpuTime(b)-cpu)
+		reportDORA(b, testutil.CPUTime(b)-cpu)
 		b.ReportMetric(float64(retransmits), "retransmits")
 	})
 	b.Run("client-process", func(b *testing.B) {
@@ -148,14 +148,14 @@ func BenchmarkDORA(b *testing.B) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDORAClientProcess$")
 		cmd.Env = append(os.Environ(), "IRONFLOW_DHCP_BENCH_SERVER="+server.String(),
 			"IRONFLOW_DHCP_BENCH_NET="+loopNet().String(), "IRONFLOW_DHCP_BENCH_N="+strconv.Itoa(b.N), "GOMAXPROCS=")
-		cpu := cpuTime(b)
+		cpu := testutil.CPUTime(b)
 		b.ResetTimer()
 		out, err := cmd.CombinedOutput()
 		b.StopTimer()
 		if err != nil {
 			b.Fatalf("client process: %v\n%s", err, out)
 		}
-		reportDORA(b, cpuTime(b)-cpu)
+		reportDORA(b, testutil.CPUTime(b)-cpu)
 	})
 }
 
@@ -164,15 +164,6 @@ func BenchmarkDORA(b *testing.B) {
 func reportDORA(b *testing.B, cpu time.Duration) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "DORA/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/DORA")
-}
-
-// cpuTime is the user+system CPU time of this process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestDORAClientProcess is the client side of BenchmarkDORA/client-process; it only runs

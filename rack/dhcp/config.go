@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/region/api"
+	regiondns "github.com/ironflow/ironflow/region/dns"
 )
 
 // Config is what the server hands out. The rack builds it from its cached region config.
@@ -23,6 +24,11 @@ type Config struct {
 	Subnets      []Subnet
 	Reservations []Reservation
 	Boot         Boot
+	// ServeDNS says the rack answers DNS on its serving address: subnets that name no DNS
+	// servers get that address (the server identifier) as option 6.
+	ServeDNS bool
+	// Domain is the region's default domain, handed out as option 15; "" sends none.
+	Domain string
 }
 
 // Subnet is one IPv4 network the rack serves.
@@ -129,6 +135,11 @@ func compile(cfg Config) (*compiled, []leases.Pool, error) {
 			return nil, nil, fmt.Errorf("boot HTTP base URL %q: want http://host[:port]", cfg.Boot.HTTPBaseURL)
 		}
 		c.httpBaseURL = strings.TrimSuffix(cfg.Boot.HTTPBaseURL, "/")
+	}
+	if cfg.Domain != "" {
+		if err := regiondns.CheckName(cfg.Domain, false); err != nil {
+			return nil, nil, fmt.Errorf("domain: %w", err)
+		}
 	}
 	pools := make([]leases.Pool, len(cfg.Subnets))
 	for i := range cfg.Subnets {

@@ -318,12 +318,19 @@ func (c *compiled) reply(req *dhcpv4.DHCPv4, s *Subnet, serverIP netip.Addr, t d
 	if s.Gateway.IsValid() {
 		resp.UpdateOption(dhcpv4.OptRouter(s.Gateway.AsSlice()))
 	}
-	if len(s.DNS) > 0 {
-		dns := make([]net.IP, len(s.DNS))
-		for i, d := range s.DNS {
+	servers := s.DNS
+	if len(servers) == 0 && c.ServeDNS {
+		servers = []netip.Addr{serverIP}
+	}
+	if len(servers) > 0 {
+		dns := make([]net.IP, len(servers))
+		for i, d := range servers {
 			dns[i] = d.AsSlice()
 		}
 		resp.UpdateOption(dhcpv4.OptDNS(dns...))
+	}
+	if c.Domain != "" {
+		resp.UpdateOption(dhcpv4.OptDomainName(c.Domain))
 	}
 	if hostname != "" {
 		resp.UpdateOption(dhcpv4.OptHostName(hostname))

@@ -406,6 +406,34 @@ func TestBadInputIsRefused(t *testing.T) {
 	}
 }
 
+// TestDNSOptions: a rack that serves DNS is option 6 for subnets that name no DNS servers,
+// a subnet's own servers win, and option 15 carries the region's domain.
+func TestDNSOptions(t *testing.T) {
+	cfg := testConfig()
+	cfg.ServeDNS, cfg.Domain = true, "a.example"
+	f := newFixture(t, cfg)
+	_, ack := f.dora(t, hw(1), relayed)
+	if len(ack.DNS()) != 2 || addr(ack.DNS()[0]) != netip.MustParseAddr("10.0.0.53") || ack.DomainName() != "a.example" {
+		t.Fatalf("subnet with DNS servers: option 6 %v, option 15 %q", ack.DNS(), ack.DomainName())
+	}
+	cfg.Subnets[0].DNS = nil
+	if err := f.h.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, ack = f.dora(t, hw(2), relayed)
+	if len(ack.DNS()) != 1 || addr(ack.DNS()[0]) != serverIP || ack.DomainName() != "a.example" {
+		t.Fatalf("subnet without DNS servers: option 6 %v (want the rack, %s), option 15 %q", ack.DNS(), serverIP, ack.DomainName())
+	}
+	cfg.ServeDNS, cfg.Domain = false, ""
+	if err := f.h.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, ack = f.dora(t, hw(3), relayed)
+	if ack.Options.Has(dhcpv4.OptionDomainNameServer) || ack.Options.Has(dhcpv4.OptionDomainName) {
+		t.Fatalf("a rack without DNS and a region without domain: options 6/15 sent:\n%s", ack.Summary())
+	}
+}
+
 func TestConfigErrorsKeepThePreviousConfig(t *testing.T) {
 	f := newFixture(t, testConfig())
 	bad := func(mod func(*Config)) Config { c := testConfig(); mod(&c); return c }
@@ -418,6 +446,7 @@ func TestConfigErrorsKeepThePreviousConfig(t *testing.T) {
 		"IPv6 DNS":             bad(func(c *Config) { c.Subnets[0].DNS = []netip.Addr{netip.MustParseAddr("::1")} }),
 		"MAC reserved twice":   bad(func(c *Config) { c.Reservations = append(c.Reservations, c.Reservations[0]) }),
 		"negative lease time:": bad(func(c *Config) { c.Subnets[0].LeaseTime = -time.Second }),
+		"invalid domain":       bad(func(c *Config) { c.Domain = "bad_label.example" }),
 	}
 	for name, cfg := range cases {
 		if err := f.h.Configure(cfg); err == nil {

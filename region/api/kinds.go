@@ -32,4 +32,6 @@ var Kinds = []Kind{
 	kindOf[Rack](KindRacks, ""),
 	kindOf[User](KindUsers, ""),
 	kindOf[Task](KindTasks, ""),
+	kindOf[Domain](KindDomains, ""),
+	kindOf[DNSRecord](KindDNSRecords, ""),
 }

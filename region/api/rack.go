@@ -58,6 +58,7 @@ type RackConfig struct {
 	Subnets      []Subnet      `json:"Subnets"`
 	Reservations []Reservation `json:"Reservations"`
 	Leases       []Lease       `json:"Leases"` // active leases of other racks the region knows, so a new or moved rack honours them
+	DNS          RackDNS       `json:"DNS"`
 }
 
 // RackHeartbeat is sent by a rack every interval.

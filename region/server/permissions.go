@@ -24,6 +24,9 @@ const (
 	// own rack (checked by the handlers). resRackSecret is the registration secret.
 	resRackAPI    = "rackapi"
 	resRackSecret = "racksecret"
+	// resDNSQuery is the DNS-over-HTTP endpoint: a read of the region's zones (racks forward
+	// their clients' queries there).
+	resDNSQuery = "dnsquery"
 )
 
 // permissions is the one table of who may do what. A machine token's principal User is the

@@ -170,7 +170,7 @@ func (c *configCache) refreshLeases(ctx context.Context, rack string, old *rende
 	for i, s := range old.cfg.Subnets {
 		subnets[i] = s.Uuid
 	}
-	ls, rev, err := c.st.ConfigLeases(ctx, rack, subnets)
+	ls, dns, rev, err := c.st.ConfigLeases(ctx, rack, subnets)
 	if err != nil {
 		return nil, err
 	}
@@ -181,13 +181,13 @@ func (c *configCache) refreshLeases(ctx context.Context, rack string, old *rende
 	if err != nil {
 		return nil, fmt.Errorf("encode rack config leases: %w", err)
 	}
-	if bytes.Equal(encoded, old.leases) {
+	if bytes.Equal(encoded, old.leases) && dns.Serial == old.cfg.DNS.Serial {
 		next := *old
 		next.rev, next.expires = rev, firstExpiry(ls)
 		return &next, nil
 	}
 	cfg := old.cfg
-	cfg.Leases = ls
+	cfg.Leases, cfg.DNS = ls, dns
 	return render(cfg, rev)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/region/api"
+	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/store"
 	"golang.org/x/sync/errgroup"
 )
@@ -34,6 +35,9 @@ type Config struct {
 	Logger        *slog.Logger
 	Limits        Limits    // HTTP limits; zero fields take DefaultLimits
 	Retention     Retention // how long audit events are kept; zero keeps them all
+	// DNSListen is the address ("host:port") the region answers DNS on, over UDP and TCP;
+	// "" answers DNS only to racks, over HTTP (api.DNSQueryPath).
+	DNSListen string
 }
 
 const (
@@ -50,6 +54,7 @@ type Server struct {
 	patterns map[string]bool // registered patterns, to tell the mux's own answers apart
 	metrics  *metrics
 	configs  *configCache
+	dns      *regiondns.Server
 
 	idMu sync.Mutex
 	uuid string // region UUID, fixed once the database has one
@@ -89,6 +94,7 @@ func New(st *store.Store, cfg Config) *Server {
 		metrics:  newMetrics(),
 		configs:  newConfigCache(st),
 	}
+	s.dns = regiondns.NewServer(st, 0, cfg.Logger)
 	s.routes()
 	return s
 }
@@ -106,6 +112,10 @@ func (s *Server) routes() {
 	s.handle(route{pattern: "POST " + p + "/users/{name}/token", resource: api.KindUsers, write: true, h: s.mintToken})
 	s.handle(route{pattern: "GET " + p + "/jobs/{key}/log", resource: resJobLogs, ownable: true, h: s.showJobLog})
 	s.handle(route{pattern: "PUT " + p + "/jobs/{key}/log", resource: resJobLogs, write: true, ownable: true, h: s.appendJobLog})
+	s.handle(route{pattern: "POST " + api.DNSQueryPath, resource: resDNSQuery, h: func(w http.ResponseWriter, r *http.Request, _ *call) error {
+		s.dns.ServeHTTP(w, r)
+		return nil
+	}})
 	s.rackRoutes()
 	s.transferRoutes()
 	s.migrationRoutes()
@@ -281,6 +291,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	g.Go(func() error { return s.pruneEvents(ctx) })
+	if s.cfg.DNSListen != "" {
+		g.Go(func() error { return s.dns.ListenAndServe(ctx, s.cfg.DNSListen) })
+	}
 	g.Go(func() error {
 		tick := time.NewTicker(heartbeatInterval)
 		defer tick.Stop()

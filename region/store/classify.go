@@ -109,7 +109,7 @@ func detailValue(pgErr *pgconn.PgError) string {
 var nouns = map[string]string{
 	"pools": "pool", "profiles": "profile", "machines": "machine", "jobs": "job", "racks": "rack",
 	"fabrics": "fabric", "vlans": "vlan", "subnets": "subnet", "leases": "lease", "pods": "pod",
-	"users": "user",
+	"users": "user", "domains": "domain", "dnsrecords": "dnsrecord",
 }
 
 // missingReferent turns a foreign key violation on insert/update into ErrInvalid naming the

@@ -272,7 +272,10 @@ func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig
 		if cfg.Reservations, err = reservations(ctx, tx, subnetIDs); err != nil {
 			return err
 		}
-		cfg.Leases, err = othersLeases(ctx, tx, cfg.Rack.Uuid, subnetIDs)
+		if cfg.Leases, err = othersLeases(ctx, tx, cfg.Rack.Uuid, subnetIDs); err != nil {
+			return err
+		}
+		cfg.DNS, err = rackDNS(ctx, tx)
 		return err
 	})
 	if err != nil {
@@ -281,21 +284,27 @@ func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig
 	return cfg, rev, nil
 }
 
-// ConfigLeases returns the leases of a rack's config and the revision they are of: the
-// active, unexpired leases in subnets that another rack (or no rack) granted. The rack's own
-// are left out: it holds them already, and its uploads must not change its own config.
-func (s *Store) ConfigLeases(ctx context.Context, rackUUID string, subnetIDs []string) ([]api.Lease, RackConfigRevision, error) {
+// ConfigLeases returns the sections of a rack's config that change without a static
+// revision, and the revision they are of: the active, unexpired leases in subnets that another
+// rack (or no rack) granted, and the DNS section, whose serial moves with every change the
+// zones show (a lease, a record, a migration). The rack's own leases are left out: it holds
+// them already, and its uploads must not change its own config.
+func (s *Store) ConfigLeases(ctx context.Context, rackUUID string, subnetIDs []string) ([]api.Lease, api.RackDNS, RackConfigRevision, error) {
 	var out []api.Lease
+	var dns api.RackDNS
 	var rev RackConfigRevision
 	err := s.snapshot(ctx, func(tx pgx.Tx) error {
 		var err error
 		if rev, err = configRevision(ctx, tx); err != nil {
 			return err
 		}
-		out, err = othersLeases(ctx, tx, rackUUID, subnetIDs)
+		if out, err = othersLeases(ctx, tx, rackUUID, subnetIDs); err != nil {
+			return err
+		}
+		dns, err = rackDNS(ctx, tx)
 		return err
 	})
-	return out, rev, err
+	return out, dns, rev, err
 }
 
 // snapshot runs fn in a read-only transaction that sees one consistent state.

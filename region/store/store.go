@@ -68,18 +68,20 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // kinds maps the names of region/api.Kinds to their descriptors (TestStoreHasEveryKind).
 var kinds = map[string]kindOps{
-	api.KindMachines: machines,
-	api.KindJobs:     jobs,
-	api.KindProfiles: profiles,
-	api.KindPools:    pools,
-	api.KindPods:     pods,
-	api.KindFabrics:  fabrics,
-	api.KindVLANs:    vlans,
-	api.KindSubnets:  subnets,
-	api.KindLeases:   leases,
-	api.KindRacks:    rackStatusView{racks}, // reads derive Status from heartbeats
-	api.KindUsers:    users,
-	api.KindTasks:    tasks,
+	api.KindMachines:   machines,
+	api.KindJobs:       jobs,
+	api.KindProfiles:   profiles,
+	api.KindPools:      pools,
+	api.KindPods:       pods,
+	api.KindFabrics:    fabrics,
+	api.KindVLANs:      vlans,
+	api.KindSubnets:    subnets,
+	api.KindLeases:     leases,
+	api.KindRacks:      rackStatusView{racks}, // reads derive Status from heartbeats
+	api.KindUsers:      users,
+	api.KindTasks:      tasks,
+	api.KindDomains:    domains,
+	api.KindDNSRecords: dnsRecords,
 }
 
 func lookup(kind string) (kindOps, error) {
@@ -177,11 +179,15 @@ var uniqueKeys = map[string]uniqueKey{
 			}
 			return fmt.Sprintf("MAC %s belongs to machine %s", mac, owner)
 		}},
-	"jobs_pkey":              {noun: "job", field: "Uuid"},
-	"profiles_pkey":          {noun: "profile", field: "Name"},
-	"pools_pkey":             {noun: "pool", field: "Name"},
-	"users_pkey":             {noun: "user", field: "Name"},
-	"tasks_pkey":             {noun: "task", field: "Name"},
+	"jobs_pkey":     {noun: "job", field: "Uuid"},
+	"profiles_pkey": {noun: "profile", field: "Name"},
+	"pools_pkey":    {noun: "pool", field: "Name"},
+	"users_pkey":    {noun: "user", field: "Name"},
+	"tasks_pkey":    {noun: "task", field: "Name"},
+	"domains_pkey":  {noun: "domain", field: "Name"},
+	"domains_one_default": {owner: "SELECT name FROM domains WHERE is_default AND $1::text IS NOT NULL", message: func(_, owner string) string {
+		return fmt.Sprintf("domain %s is already the default: update it to Default false first", owner)
+	}},
 	"racks_pkey":             {noun: "rack", field: "Uuid", owner: "SELECT 'name ' || name FROM racks WHERE uuid = $1::uuid"},
 	"racks_name_key":         {noun: "rack", field: "Name", owner: "SELECT 'uuid ' || uuid FROM racks WHERE name = $1"},
 	"fabrics_pkey":           {noun: "fabric", field: "Uuid", owner: "SELECT 'name ' || name FROM fabrics WHERE uuid = $1::uuid"},
