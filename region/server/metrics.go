@@ -21,6 +21,8 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	// leasesRejected counts leases of rack batches refused one by one, by store.Reject*.
 	leasesRejected *prometheus.CounterVec
+	// syslogRejected counts syslog messages of rack batches refused one by one, by store.Syslog*.
+	syslogRejected *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -39,8 +41,12 @@ func newMetrics() *metrics {
 			Name: "ironflow_lease_records_rejected_total",
 			Help: "Leases of rack lease batches the region refused (the rest of each batch is stored), by reason.",
 		}, []string{"reason"}),
+		syslogRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironflow_syslog_records_rejected_total",
+			Help: "Syslog messages of rack batches the region refused (the rest of each batch is stored), by reason.",
+		}, []string{"reason"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected,
+	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected, m.syslogRejected,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -34,6 +34,8 @@ type Config struct {
 	Logger        *slog.Logger
 	Limits        Limits    // HTTP limits; zero fields take DefaultLimits
 	Retention     Retention // how long audit events are kept; zero keeps them all
+	// SyslogRetention is how long machines' syslog messages are kept; zero keeps them all.
+	SyslogRetention Retention
 }
 
 const (
@@ -110,6 +112,7 @@ func (s *Server) routes() {
 	s.grantRoutes()
 	s.agentRoutes()
 	s.secretRoutes()
+	s.syslogRoutes()
 	for _, k := range kinds {
 		coll, item := p+"/"+k.name, p+"/"+k.name+"/{key}"
 		s.handle(route{pattern: "GET " + coll, resource: k.name, ownable: true, h: s.list(k)})
@@ -278,7 +281,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
-	g.Go(func() error { return s.pruneEvents(ctx) })
+	g.Go(func() error { return s.prune(ctx, "audit log", s.cfg.Retention, s.st.PruneEvents) })
+	g.Go(func() error { return s.prune(ctx, "syslog", s.cfg.SyslogRetention, s.st.PruneSyslog) })
 	g.Go(func() error {
 		tick := time.NewTicker(heartbeatInterval)
 		defer tick.Stop()
