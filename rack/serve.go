@@ -24,6 +24,7 @@ import (
 	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/rack/regionlink"
+	"github.com/ironflow/ironflow/rack/syslog"
 	"github.com/ironflow/ironflow/rack/tftp"
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -37,6 +38,7 @@ type Options struct {
 	ServerIP        netip.Addr // the rack's address for relayed clients (option 54, TFTP); default: the relay listen IP
 	TFTPListen      string     // e.g. ":69"
 	HTTPListen      string     // e.g. ":5248"
+	SyslogListen    string     // UDP and TCP, e.g. ":514"
 	HTTPBootURL     string     // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
 	BootDir         string     // served by TFTP and HTTP
 	IPXEDir         string     // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
@@ -67,16 +69,17 @@ func Serve(ctx context.Context, o Options) error {
 
 // process is a rack ready to run: everything opened and built, nothing started.
 type process struct {
-	o        Options
-	log      *slog.Logger
-	st       State
-	table    *leases.Table
-	uploader *leases.Uploader
-	link     *regionlink.Link
-	auth     *rackAuth
-	ctrl     *controller
-	services []func(context.Context) error // the servers, sockets open
-	closers  []func() error
+	o          Options
+	log        *slog.Logger
+	st         State
+	table      *leases.Table
+	uploader   *leases.Uploader
+	link       *regionlink.Link
+	auth       *rackAuth
+	ctrl       *controller
+	services   []func(context.Context) error // the servers, sockets open
+	syslogAddr netip.AddrPort                // where the syslog receiver listens, when it does
+	closers    []func() error
 }
 
 // open builds the rack. The DHCP sockets open last, so a setup error leaves nothing behind.
@@ -155,6 +158,11 @@ func open(o Options) (_ *process, err error) {
 			p.services = append(p.services, running(&p.ctrl.httpUp, srv.Serve))
 		}
 	}
+	if o.SyslogListen != "" {
+		if err := p.openSyslog(reg, cfg); err != nil {
+			return nil, err
+		}
+	}
 	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
 		srv, err := dhcp.NewServer(handler, dhcp.ServerConfig{Interfaces: o.DHCPInterfaces, RelayAddr: o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
 		if err != nil {
@@ -163,6 +171,23 @@ func open(o Options) (_ *process, err error) {
 		p.services = append(p.services, running(&p.ctrl.dhcpUp, srv.Serve))
 	}
 	return p, nil
+}
+
+// openSyslog opens the syslog receiver and its forwarder to the region.
+func (p *process) openSyslog(reg prometheus.Registerer, cfg *applier) error {
+	m, err := syslog.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	log := p.log.With("component", "syslog")
+	fwd := syslog.NewForwarder(p.ctrl.region, m, syslog.ForwarderOptions{Logger: log})
+	srv, err := syslog.New(syslog.Config{Addr: p.o.SyslogListen, Attribute: cfg.Attribute, Forwarder: fwd, Metrics: m, Logger: log})
+	if err != nil {
+		return err
+	}
+	p.syslogAddr = srv.Addr()
+	p.services = append(p.services, srv.Serve, func(ctx context.Context) error { return fwd.Serve(asRack(ctx)) })
+	return nil
 }
 
 // openLink builds the region link over the cached config. The stored registration names the
