@@ -28,6 +28,7 @@ type vethRack struct {
 	cliNS, cliIf        string
 	mac                 net.HardwareAddr // the client interface's
 	serverIP            netip.Addr
+	syslogListen        string // the rack's syslog address in its namespace; "" for none
 }
 
 func newVethRack(t *testing.T) *vethRack {
@@ -84,6 +85,7 @@ func (v *vethRack) start(t *testing.T) {
 	t.Helper()
 	o := rackOptions(t, v.dir)
 	o.DHCPInterfaces, o.DHCPRelayListen, o.TFTPListen = []string{v.rackIf}, "", ""
+	o.SyslogListen = v.syslogListen
 	var p *process
 	netnstest.Run(t, v.rackNS, func() (err error) { // the interface socket belongs to the rack's namespace
 		p, err = open(o)

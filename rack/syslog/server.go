@@ -195,11 +195,11 @@ func (s *Server) serveConn(c net.Conn, src netip.Addr) {
 		switch {
 		case errors.Is(err, errTooLong):
 			s.cfg.Metrics.received.WithLabelValues("tcp").Inc()
-			s.cfg.Metrics.dropped.WithLabelValues(DropTooLong).Inc()
+			s.drop(DropTooLong, src)
 			continue
 		case errors.Is(err, errBadFrame):
 			s.cfg.Metrics.received.WithLabelValues("tcp").Inc()
-			s.cfg.Metrics.dropped.WithLabelValues(DropTooLong).Inc()
+			s.drop(DropTooLong, src)
 			s.log.Debug("syslog connection closed", "client", src, "error", err)
 			return
 		case err != nil:
@@ -217,22 +217,21 @@ func (s *Server) receive(src netip.Addr, transport string, raw []byte) {
 	if len(raw) == 0 {
 		return // keep-alive newlines
 	}
-	m := s.cfg.Metrics
-	m.received.WithLabelValues(transport).Inc()
+	s.cfg.Metrics.received.WithLabelValues(transport).Inc()
 	if len(raw) > syslogmsg.MaxLine {
-		m.dropped.WithLabelValues(DropTooLong).Inc()
+		s.drop(DropTooLong, src)
 		return
 	}
 	now := s.cfg.Now()
 	msg, err := syslogmsg.Parse(raw, now)
 	if err != nil {
-		m.dropped.WithLabelValues(DropMalformed).Inc()
+		s.drop(DropMalformed, src)
 		return
 	}
 	src = src.Unmap()
 	mac, ok := s.cfg.Attribute(src)
 	if !ok {
-		m.dropped.WithLabelValues(DropUnattributed).Inc()
+		s.drop(DropUnattributed, src)
 		return
 	}
 	s.cfg.Forwarder.Push(api.SyslogMessage{
@@ -240,4 +239,11 @@ func (s *Server) receive(src netip.Addr, transport string, raw []byte) {
 		Facility: msg.Facility, Severity: msg.Severity, Hostname: msg.Hostname, App: msg.App,
 		ProcID: msg.ProcID, MsgID: msg.MsgID, Text: msg.Text,
 	})
+}
+
+// drop counts a message that will not reach the region; it is logged at debug only, since a
+// flood of them must not become a flood of log lines.
+func (s *Server) drop(reason string, src netip.Addr) {
+	s.cfg.Metrics.dropped.WithLabelValues(reason).Inc()
+	s.log.Debug("syslog message dropped", "reason", reason, "client", src)
 }
