@@ -185,7 +185,7 @@ func (p *process) openSyslog(reg prometheus.Registerer, cfg *applier) error {
 	if err != nil {
 		return err
 	}
-	p.syslogAddr = srv.Addr()
+	p.closers = append(p.closers, srv.Close)
 	p.services = append(p.services, srv.Serve, func(ctx context.Context) error { return fwd.Serve(asRack(ctx)) })
 	return nil
 }

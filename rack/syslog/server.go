@@ -95,6 +95,18 @@ func New(cfg Config) (*Server, error) {
 // Addr is the address the server listens on (UDP and TCP).
 func (s *Server) Addr() netip.AddrPort { return s.udp.LocalAddr().(*net.UDPAddr).AddrPort() }
 
+// Close closes the sockets of a server that may never have served.
+func (s *Server) Close() error {
+	return errors.Join(ignoreClosed(s.udp.Close()), ignoreClosed(s.tcp.Close()))
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
 // Serve receives until ctx ends, then closes the sockets and every connection.
 func (s *Server) Serve(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
