@@ -96,7 +96,9 @@ func TestMachineLogsFollow(t *testing.T) {
 	var out testutil.SafeBuffer
 	var errOut bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"-E", url, "machines", "logs", "Name:birdy", "--follow"}, nil, &out, &errOut) }()
+	go func() {
+		done <- run(ctx, []string{"-E", url, "machines", "logs", "Name:birdy", "--follow"}, nil, &out, &errOut)
+	}()
 	testutil.Eventually(t, 5*time.Second, "the first message", func() bool { return strings.Contains(out.String(), "first") })
 	l.add("second", time.Now())
 	testutil.Eventually(t, 5*time.Second, "the second message", func() bool { return strings.Contains(out.String(), "second") })
