@@ -292,6 +292,11 @@ func (o *Options) defaults() error {
 		}
 		o.HTTPBootURL = "http://" + net.JoinHostPort(o.ServerIP.String(), port)
 	}
+	if o.SyslogListen != "" {
+		if _, err := net.ResolveUDPAddr("udp", o.SyslogListen); err != nil {
+			return fmt.Errorf("syslog listen address %q: want [ip]:port: %w", o.SyslogListen, err)
+		}
+	}
 	if (o.TFTPListen != "" || o.HTTPListen != "") && o.BootDir == "" {
 		return errors.New("TFTP and HTTP boot need a boot directory")
 	}
