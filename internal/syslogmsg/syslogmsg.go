@@ -275,17 +275,26 @@ func Escape(b []byte) string {
 		r, size := utf8.DecodeRune(b)
 		switch {
 		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&sb, `\x%02x`, b[0])
+			writeHex(&sb, `\x`, uint32(b[0]), 2)
 		case r < utf8.RuneSelf && unsafeRune(r):
-			fmt.Fprintf(&sb, `\x%02x`, r)
+			writeHex(&sb, `\x`, uint32(r), 2)
 		case unsafeRune(r):
-			fmt.Fprintf(&sb, `\u%04x`, r)
+			writeHex(&sb, `\u`, uint32(r), 4)
 		default:
 			sb.Write(b[:size])
 		}
 		b = b[size:]
 	}
 	return sb.String()
+}
+
+// writeHex writes prefix and the low digits hex digits of v.
+func writeHex(sb *strings.Builder, prefix string, v uint32, digits int) {
+	const hex = "0123456789abcdef"
+	sb.WriteString(prefix)
+	for shift := 4 * (digits - 1); shift >= 0; shift -= 4 {
+		sb.WriteByte(hex[v>>shift&0xf])
+	}
 }
 
 func unsafeRune(r rune) bool {

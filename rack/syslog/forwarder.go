@@ -2,6 +2,7 @@ package syslog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -16,6 +17,10 @@ import (
 type Poster interface {
 	PostSyslog(ctx context.Context, batch []api.SyslogMessage) (api.SyslogSyncResult, error)
 }
+
+// maxBatchBytes bounds the JSON of one post, half the region's 1 MiB request body limit: a
+// batch of long messages is cut short rather than refused as too large.
+const maxBatchBytes = 512 << 10
 
 // ErrBatchRefused marks a Poster error as the region's refusal of a batch for its content
 // (as opposed to the region being unreachable, unavailable or refusing the rack): sending it
@@ -124,9 +129,7 @@ func (f *Forwarder) Serve(ctx context.Context) error {
 // when the region cannot be reached it stays at the head and the error is returned.
 func (f *Forwarder) flush(ctx context.Context) error {
 	for {
-		f.mu.Lock()
-		batch := f.buf[:min(len(f.buf), f.batch):min(len(f.buf), f.batch)]
-		f.mu.Unlock()
+		batch := f.next()
 		if len(batch) == 0 {
 			return nil
 		}
@@ -149,6 +152,23 @@ func (f *Forwarder) flush(ctx context.Context) error {
 		f.m.depth.Set(float64(len(f.buf)))
 		f.mu.Unlock()
 	}
+}
+
+// next returns the head of the buffer that fits one post: at most BatchSize messages and
+// maxBatchBytes of JSON, and at least one message.
+func (f *Forwarder) next() []api.SyslogMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, size := 0, 2
+	for n < len(f.buf) && n < f.batch {
+		doc, err := json.Marshal(f.buf[n])
+		if err != nil || n > 0 && size+len(doc)+1 > maxBatchBytes {
+			break
+		}
+		size += len(doc) + 1
+		n++
+	}
+	return f.buf[:n:n]
 }
 
 func (f *Forwarder) buffered() int {

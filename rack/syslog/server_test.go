@@ -2,6 +2,7 @@ package syslog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,15 +29,24 @@ var clientMAC = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}
 
 // region plays the region's syslog route: it stores what it is sent, or fails while down.
 type region struct {
-	mu     sync.Mutex
-	down   bool
-	refuse bool // answer as a region refusing the batch's content
-	got    []api.SyslogMessage
+	mu        sync.Mutex
+	down      bool
+	refuse    bool // answer as a region refusing the batch's content
+	checkSize bool // count posts whose JSON is over the region's body limit
+	got       []api.SyslogMessage
+	nPosts    int
+	nTooBig   int
 }
 
 func (r *region) PostSyslog(_ context.Context, batch []api.SyslogMessage) (api.SyslogSyncResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.down && r.checkSize {
+		r.nPosts++
+		if doc, _ := json.Marshal(batch); len(doc) > 1<<20 {
+			r.nTooBig++
+		}
+	}
 	switch {
 	case r.down:
 		return api.SyslogSyncResult{}, errors.New("region unreachable")
@@ -53,6 +63,18 @@ func (r *region) PostSyslog(_ context.Context, batch []api.SyslogMessage) (api.S
 		res.Stored++
 	}
 	return res, nil
+}
+
+func (r *region) posts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nPosts
+}
+
+func (r *region) tooBig() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nTooBig
 }
 
 func (r *region) set(down, refuse bool) {
@@ -279,5 +301,26 @@ func TestConnectionLimits(t *testing.T) {
 	}
 	if !closed(a, 5*time.Second) {
 		t.Fatal("an idle connection stayed open")
+	}
+}
+
+// TestBatchesFitTheRegionBodyLimit: long messages full of escaped control characters go in
+// several posts, each under the region's 1 MiB body limit, and all arrive.
+func TestBatchesFitTheRegionBodyLimit(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{MaxBuffered: 1000})
+	r.region.set(true, false)
+	c := r.dial(t, "tcp", "")
+	long := "<13>app: " + strings.Repeat("\x01", syslogmsg.MaxLine-20)
+	for range 200 {
+		write(t, c, fmt.Sprintf("%d %s", len(long), long))
+	}
+	testutil.Eventually(t, 10*time.Second, "200 messages buffered", func() bool { return r.metric(t, "ironflow_syslog_buffer_depth", "") == 200 })
+	r.region.mu.Lock()
+	r.region.checkSize = true
+	r.region.mu.Unlock()
+	r.region.set(false, false)
+	testutil.Eventually(t, 10*time.Second, "200 messages delivered", func() bool { return len(r.region.texts()) == 200 })
+	if r.region.tooBig() > 0 || r.region.posts() < 2 {
+		t.Fatalf("%d posts, %d over 1 MiB", r.region.posts(), r.region.tooBig())
 	}
 }
