@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/internal/syslogmsg"
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -122,37 +123,33 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	})
-	g.Go(func() error { return s.serveUDP(ctx) })
-	g.Go(func() error { return s.serveTCP(ctx, g) })
+	g.Go(func() error { s.serveUDP(ctx); return nil })
+	g.Go(func() error { s.serveTCP(ctx, g); return nil })
 	return g.Wait()
 }
 
-func (s *Server) serveUDP(ctx context.Context) error {
+func (s *Server) serveUDP(ctx context.Context) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if s.pause(ctx, "UDP read", err) != nil {
+				return
 			}
-			return fmt.Errorf("syslog UDP: %w", err)
+			continue
 		}
 		s.receive(from.Addr(), "udp", buf[:n])
 	}
 }
 
-func (s *Server) serveTCP(ctx context.Context, g *errgroup.Group) error {
+func (s *Server) serveTCP(ctx context.Context, g *errgroup.Group) {
 	for {
 		c, err := s.tcp.AcceptTCP()
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if s.pause(ctx, "TCP accept", err) != nil {
+				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("syslog TCP: %w", err)
+			continue
 		}
 		src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 		if limit := s.admit(c, src); limit != "" {
@@ -166,6 +163,20 @@ func (s *Server) serveTCP(ctx context.Context, g *errgroup.Group) error {
 			return nil
 		})
 	}
+}
+
+// errorPause is how long the receiver waits after a socket error before it reads again.
+const errorPause = 100 * time.Millisecond
+
+// pause handles a socket error: at shutdown (ctx over or the socket closed) it returns an
+// error to end the loop; otherwise (out of file descriptors, a transient network error) it
+// logs and waits a moment, so that a syslog failure never ends the rack and its DHCP.
+func (s *Server) pause(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+		return net.ErrClosed
+	}
+	s.log.Warn("syslog "+op+" failed; going on", "error", err)
+	return backoff.Sleep(ctx, errorPause)
 }
 
 // admit counts c in, or names the limit that refuses it.
