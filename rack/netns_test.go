@@ -23,6 +23,7 @@ import (
 // and a VLAN (DHCP on, the rack primary) for the test's subnets.
 type vethRack struct {
 	admin               *client.Client
+	regionURL           string
 	vlan                api.VLAN
 	rackNS, rackIf, dir string
 	cliNS, cliIf        string
@@ -52,7 +53,7 @@ func newVethRack(t *testing.T) *vethRack {
 		v.mac = ifi.HardwareAddr
 		return nil
 	})
-	v.admin = r.admin()
+	v.admin, v.regionURL = r.admin(), r.URL
 	fabric, err := v.admin.Fabrics().Create(ctx, api.Fabric{Name: "fabric-1"})
 	if err != nil {
 		t.Fatal(err)

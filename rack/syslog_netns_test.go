@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +23,8 @@ import (
 // from the rack and sends syslog from it over UDP and TCP to the rack's port 514 in its
 // namespace; both messages end up in the machine's logs on the region (what `ironflow
 // machines logs` shows), attributed by the lease, with control characters escaped. A message
-// from an address of the same link that holds no lease reaches no machine.
+// from an address of the same link that holds no lease reaches no machine. The real CLI
+// prints both.
 func TestSyslogFromALeasedAddressOverVeth(t *testing.T) {
 	v := newVethRack(t)
 	v.syslogListen = v.serverIP.String() + ":514"
@@ -84,4 +88,29 @@ func TestSyslogFromALeasedAddressOverVeth(t *testing.T) {
 	if other, err := v.admin.MachineLogs(ctx, "Name:bystander", nil); err != nil || len(other) != 0 {
 		t.Fatalf("bystander's logs %+v, %v: want none", other, err)
 	}
+
+	// And as an operator reads them: `ironflow machines logs`, the real binary.
+	out, err := exec.Command(buildCLI(t), "-E", v.regionURL, "--token", adminToken, "machines", "logs", "Name:syslog-machine").CombinedOutput()
+	if err != nil {
+		t.Fatalf("machines logs: %v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("machines logs printed %d lines, want 2:\n%s", len(lines), out)
+	}
+	for i, want := range []string{"kernel: hello over UDP", `systemd[1]: Reached target \x1b[1mMulti-User\x1b[0m`} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, " "+leased.String()+" ") && strings.HasSuffix(l, want) }) {
+			t.Errorf("machines logs has no line %d from %s ending %q:\n%s", i, leased, want, out)
+		}
+	}
+}
+
+// buildCLI builds the ironflow binary into the test's temporary directory.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ironflow")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/ironflow").CombinedOutput(); err != nil {
+		t.Fatalf("build ironflow: %v\n%s", err, out)
+	}
+	return bin
 }
