@@ -64,6 +64,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzListQuery -fuzztime 20s ./region/server/
 	$(GO) test -run '^$$' -fuzz FuzzParseKey -fuzztime 20s ./region/store/
 	$(GO) test -run '^$$' -fuzz FuzzParseFilter -fuzztime 20s ./region/store/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 20s ./internal/syslogmsg/
 
 dev: build tools
 	$(IRONFLOW) dev

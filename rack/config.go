@@ -52,11 +52,14 @@ type applier struct {
 	base  dhcp.Config // ServerIP and Boot, which come from the rack's own options
 	log   *slog.Logger
 	boots atomic.Pointer[map[string]httpboot.Boot] // by MAC string
+	// reserved maps the addresses DHCP reserves (machines' and other racks' leases) to their MACs.
+	reserved atomic.Pointer[map[netip.Addr]net.HardwareAddr]
 }
 
 func newApplier(rack string, d DHCP, own OwnLeases, base dhcp.Config, log *slog.Logger) *applier {
 	a := &applier{rack: rack, dhcp: d, own: own, base: base, log: log}
 	a.boots.Store(&map[string]httpboot.Boot{})
+	a.reserved.Store(&map[netip.Addr]net.HardwareAddr{})
 	return a
 }
 
@@ -81,6 +84,11 @@ func (a *applier) apply(raw json.RawMessage) error {
 		a.dns.Configure(ds)
 	}
 	a.boots.Store(&boots)
+	reserved := make(map[netip.Addr]net.HardwareAddr, len(dc.Reservations))
+	for _, r := range dc.Reservations {
+		reserved[r.Addr] = r.MAC
+	}
+	a.reserved.Store(&reserved)
 	a.log.Info("rack config applied", "subnets", len(dc.Subnets), "reservations", len(dc.Reservations))
 	return nil
 }
@@ -198,4 +206,14 @@ func (a *applier) ownConflict(subnet string, mac net.HardwareAddr, addr netip.Ad
 func (a *applier) BootByMAC(_ context.Context, mac net.HardwareAddr) (httpboot.Boot, bool, error) {
 	b, ok := (*a.boots.Load())[mac.String()]
 	return b, ok, nil
+}
+
+// Attribute implements syslog.Attributor: the MAC of the client holding addr, by the rack's
+// active lease on it, else by the reservation DHCP serves for it.
+func (a *applier) Attribute(addr netip.Addr) (net.HardwareAddr, bool) {
+	if l, ok := a.own.Lookup(addr); ok && l.State == leases.Active {
+		return l.MAC, true
+	}
+	mac, ok := (*a.reserved.Load())[addr]
+	return mac, ok
 }

@@ -29,6 +29,7 @@ type vethRack struct {
 	cliNS, cliIf        string
 	mac                 net.HardwareAddr // the client interface's
 	serverIP            netip.Addr
+	syslogListen        string // the rack's syslog address in its namespace; "" for none
 }
 
 func newVethRack(t *testing.T) *vethRack {
@@ -87,6 +88,7 @@ func (v *vethRack) start(t *testing.T, opts ...func(*Options)) {
 	t.Helper()
 	o := rackOptions(t, v.dir)
 	o.DHCPInterfaces, o.DHCPRelayListen, o.TFTPListen = []string{v.rackIf}, "", ""
+	o.SyslogListen = v.syslogListen
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/leases"
+	"github.com/ironflow/ironflow/rack/syslog"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -113,19 +114,31 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("POST %s: %s: %s", e.path, e.status, e.msg)
 }
 
-// SyncLeases implements leases.Syncer: one POST per batch. A 400, 409, 413, 422 or 500 is
-// about the batch's content (the region answers 503 when its database is down, 401/403/404
-// when it does not know or trust the rack), so it is marked leases.ErrBatchRefused.
+// SyncLeases implements leases.Syncer: one POST per batch, a refusal of its content marked
+// leases.ErrBatchRefused.
 func (r regionAPI) SyncLeases(ctx context.Context, batch []api.Lease) (api.LeaseSyncResult, error) {
 	var res api.LeaseSyncResult
-	err := r.post(ctx, "/leases", batch, &res)
+	return res, markRefusal(r.post(ctx, "/leases", batch, &res), leases.ErrBatchRefused)
+}
+
+// PostSyslog implements syslog.Poster: one POST per batch, a refusal of its content marked
+// syslog.ErrBatchRefused.
+func (r regionAPI) PostSyslog(ctx context.Context, batch []api.SyslogMessage) (api.SyslogSyncResult, error) {
+	var res api.SyslogSyncResult
+	return res, markRefusal(r.post(ctx, "/syslog", batch, &res), syslog.ErrBatchRefused)
+}
+
+// markRefusal wraps err in refused when the region refused a batch for its content: a 400,
+// 409, 413, 422 or 500 (the region answers 503 when its database is down, 401/403/404 when it
+// does not know or trust the rack).
+func markRefusal(err, refused error) error {
 	var se *statusError
 	if errors.As(err, &se) {
 		switch se.code {
 		case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge,
 			http.StatusUnprocessableEntity, http.StatusInternalServerError:
-			return res, fmt.Errorf("%w: %w", leases.ErrBatchRefused, err)
+			return fmt.Errorf("%w: %w", refused, err)
 		}
 	}
-	return res, err
+	return err
 }

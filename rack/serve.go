@@ -26,6 +26,7 @@ import (
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/rack/ra"
 	"github.com/ironflow/ironflow/rack/regionlink"
+	"github.com/ironflow/ironflow/rack/syslog"
 	"github.com/ironflow/ironflow/rack/tftp"
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -42,12 +43,13 @@ type Options struct {
 	// means port 53 on the address of each DHCP interface, empty (non-nil) none. While the
 	// rack serves DNS, DHCP points clients at it (option 6) unless their subnet names DNS
 	// servers.
-	DNSListen   []string
-	HTTPListen  string // e.g. ":5248"
-	HTTPBootURL string // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
-	BootDir     string // served by TFTP and HTTP
-	IPXEDir     string // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
-	Discovery   httpboot.Boot
+	DNSListen    []string
+	HTTPListen   string // e.g. ":5248"
+	SyslogListen string // UDP and TCP, e.g. ":514"
+	HTTPBootURL  string // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
+	BootDir      string // served by TFTP and HTTP
+	IPXEDir      string // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
+	Discovery    httpboot.Boot
 	// RouterAdvertisements answers IPv6 router solicitations on DHCPInterfaces with an
 	// advertisement of nothing (rack/ra), so iPXE boots without waiting ~17 s for IPv6.
 	RouterAdvertisements bool
@@ -77,16 +79,17 @@ func Serve(ctx context.Context, o Options) error {
 
 // process is a rack ready to run: everything opened and built, nothing started.
 type process struct {
-	o        Options
-	log      *slog.Logger
-	st       State
-	table    *leases.Table
-	uploader *leases.Uploader
-	link     *regionlink.Link
-	auth     *rackAuth
-	ctrl     *controller
-	services []func(context.Context) error // the servers, sockets open
-	closers  []func() error
+	o          Options
+	log        *slog.Logger
+	st         State
+	table      *leases.Table
+	uploader   *leases.Uploader
+	link       *regionlink.Link
+	auth       *rackAuth
+	ctrl       *controller
+	services   []func(context.Context) error // the servers, sockets open
+	syslogAddr netip.AddrPort                // where the syslog receiver listens, when it does
+	closers    []func() error
 }
 
 // open builds the rack. The DHCP sockets open last, so a setup error leaves nothing behind.
@@ -196,6 +199,11 @@ func open(o Options) (_ *process, err error) {
 		p.closers = append(p.closers, pc.Close, ln.Close)
 		p.services = append(p.services, func(ctx context.Context) error { return dnsSrv.Serve(ctx, pc, ln) })
 	}
+	if o.SyslogListen != "" {
+		if err := p.openSyslog(reg, cfg); err != nil {
+			return nil, err
+		}
+	}
 	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
 		srv, err := dhcp.NewServer(handler, dhcp.ServerConfig{Interfaces: o.DHCPInterfaces, RelayAddr: o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
 		if err != nil {
@@ -214,6 +222,23 @@ func open(o Options) (_ *process, err error) {
 		}
 	}
 	return p, nil
+}
+
+// openSyslog opens the syslog receiver and its forwarder to the region.
+func (p *process) openSyslog(reg prometheus.Registerer, cfg *applier) error {
+	m, err := syslog.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	log := p.log.With("component", "syslog")
+	fwd := syslog.NewForwarder(p.ctrl.region, m, syslog.ForwarderOptions{Logger: log})
+	srv, err := syslog.New(syslog.Config{Addr: p.o.SyslogListen, Attribute: cfg.Attribute, Forwarder: fwd, Metrics: m, Logger: log})
+	if err != nil {
+		return err
+	}
+	p.closers = append(p.closers, srv.Close)
+	p.services = append(p.services, srv.Serve, func(ctx context.Context) error { return fwd.Serve(asRack(ctx)) })
+	return nil
 }
 
 // openLink builds the region link over the cached config. The stored registration names the
@@ -327,6 +352,11 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("HTTP listen address %q: %w", o.HTTPListen, err)
 		}
 		o.HTTPBootURL = "http://" + net.JoinHostPort(o.ServerIP.String(), port)
+	}
+	if o.SyslogListen != "" {
+		if _, err := net.ResolveUDPAddr("udp", o.SyslogListen); err != nil {
+			return fmt.Errorf("syslog listen address %q: want [ip]:port: %w", o.SyslogListen, err)
+		}
 	}
 	if (o.TFTPListen != "" || o.HTTPListen != "") && o.BootDir == "" {
 		return errors.New("TFTP and HTTP boot need a boot directory")

@@ -36,7 +36,7 @@ var machines = noun[api.Machine]{
 }
 
 func newMachinesCommand() *cobra.Command {
-	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand())...)
+	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand())...)
 }
 
 func newMigrateTicketCommand() *cobra.Command {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ironflow/ironflow/rack"
 	"github.com/ironflow/ironflow/rack/httpboot"
+	rsyslog "github.com/ironflow/ironflow/rack/syslog"
 )
 
 func newRackCommand() *cobra.Command {
@@ -37,6 +38,7 @@ var rackFlagEnvs = map[string]string{
 	"dns-listen":            "IRONFLOW_RACK_DNS_LISTEN",
 	"http-listen":           "IRONFLOW_HTTP_LISTEN",
 	"http-boot-url":         "IRONFLOW_HTTP_BOOT_URL",
+	"syslog-listen":         "IRONFLOW_SYSLOG_LISTEN",
 	"boot-dir":              "IRONFLOW_BOOT_DIR",
 	"region-secrets-file":   "IRONFLOW_RACK_REGION_SECRETS_FILE",
 }
@@ -100,7 +102,8 @@ func newRackServeCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Serve DHCP, TFTP, HTTP boot and the rack's worker until interrupted",
 		Long: "Serve DHCP (broadcast on --dhcp-interface, relayed on --dhcp-relay-listen), TFTP and HTTP boot\n" +
-			"from --boot-dir, proxy the agent and metadata APIs to the region with failover, and, with a\n" +
+			"from --boot-dir, receive the machines' syslog for the region (--syslog-listen, UDP and TCP),\n" +
+			"proxy the agent and metadata APIs to the region with failover, and, with a\n" +
 			"Temporal address, run the rack's worker for transfer-rack. The rack keeps serving with no\n" +
 			"region reachable, also after a restart.\n\n" +
 			"The region secrets file (YAML: secrets: {REGION: SECRET}) names the rack secrets of the\n" +
@@ -127,6 +130,7 @@ func newRackServeCommand() *cobra.Command {
 	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+rackEnvHelp("tftp-listen"))
 	f.StringArray("dns-listen", nil, "ip:port to serve DNS on, UDP and TCP; repeatable; \"none\" disables DNS (default: port 53 on each --dhcp-interface's address)"+rackEnvHelp("dns-listen"))
 	f.String("http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot"+rackEnvHelp("http-listen"))
+	f.String("syslog-listen", rsyslog.DefaultAddr, "syslog address (UDP and TCP) of the machines; empty disables syslog"+rackEnvHelp("syslog-listen"))
 	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+rackEnvHelp("http-boot-url"))
 	f.String("boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP"+rackEnvHelp("boot-dir"))
 	f.String("region-secrets-file", "", "rack secrets of the regions this rack may move to"+rackEnvHelp("region-secrets-file"))
@@ -150,6 +154,7 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 		TFTPListen:      rackFlag(cmd, "tftp-listen"),
 		HTTPListen:      rackFlag(cmd, "http-listen"),
 		HTTPBootURL:     rackFlag(cmd, "http-boot-url"),
+		SyslogListen:    rackFlag(cmd, "syslog-listen"),
 		BootDir:         rackFlag(cmd, "boot-dir"),
 		DNSListen:       dnsListen(cmd),
 		Version:         version,

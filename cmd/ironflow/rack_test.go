@@ -81,6 +81,7 @@ func TestRackServeRefusesBadInput(t *testing.T) {
 	}{
 		{"not registered", []string{"--state-dir", t.TempDir(), "--tftp-listen", "", "--http-listen", ""}, "not registered"},
 		{"bad server IP", []string{"--server-ip", "rack-1"}, "not an IPv4 address"},
+		{"bad syslog address", []string{"--state-dir", t.TempDir(), "--syslog-listen", "rack-1"}, "syslog listen address"},
 		{"empty secret", []string{"--region-secrets-file", secrets}, "needs a name and a secret"},
 		{"unknown secrets field", []string{"--region-secrets-file", writeRegionsFile(t, "regions: {}\n")}, "unknown field"},
 	}

@@ -31,6 +31,8 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"max-conns", "IRONFLOW_MAX_CONNS", strconv.Itoa(server.DefaultLimits.MaxConns), "connections served at once"},
 	{"events-max-age", "IRONFLOW_EVENTS_MAX_AGE", "2160h", "delete audit events older than this (0: keep)"},
 	{"events-max-count", "IRONFLOW_EVENTS_MAX_COUNT", "1000000", "keep at most this many audit events (0: no bound)"},
+	{"syslog-max-age", "IRONFLOW_SYSLOG_MAX_AGE", "720h", "delete machines' syslog messages stored longer ago than this (0: keep)"},
+	{"syslog-max-count", "IRONFLOW_SYSLOG_MAX_COUNT", "10000000", "keep at most this many syslog messages, of all machines (0: no bound)"},
 	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
 	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 	{"dns-listen", "IRONFLOW_DNS_LISTEN", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)"},
@@ -100,7 +102,8 @@ func serveConfig(cmd *cobra.Command) (server.Config, error) {
 			MaxHeaderBytes: count("max-header-bytes"),
 			MaxConns:       count("max-conns"),
 		},
-		Retention: server.Retention{MaxAge: duration("events-max-age"), MaxCount: count("events-max-count")},
+		Retention:       server.Retention{MaxAge: duration("events-max-age"), MaxCount: count("events-max-count")},
+		SyslogRetention: server.Retention{MaxAge: duration("syslog-max-age"), MaxCount: count("syslog-max-count")},
 	}
 	return cfg, errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ package api
 //	PUT    /api/v1/jobs/{key}/log                     append text to the job log
 //	POST   /api/v1/users/{name}/token                 TokenRequest -> Token (minted once)
 //	GET    /api/v1/events?Kind=...&Key=...            audit log (newest first)
+//	GET    /api/v1/machines/{key}/logs                a machine's syslog (syslog.go; racks post it)
 //
 // Kinds served by the generic CRUD routes.
 const (

@@ -47,3 +47,9 @@ func (c *Client) Health(ctx context.Context) error {
 func (c *Client) RackSecret(ctx context.Context) (api.RackSecret, error) {
 	return call[api.RackSecret](ctx, c, request{method: http.MethodGet, path: apiPath("racks", "secret")})
 }
+
+// MachineLogs returns a machine's syslog, oldest first, filtered by Since (RFC 3339) and
+// After (a message ID); with "limit" in filters, one page.
+func (c *Client) MachineLogs(ctx context.Context, key string, filters url.Values) ([]api.SyslogMessage, error) {
+	return list[api.SyslogMessage](ctx, c, apiPath(api.KindMachines, key, "logs"), filters)
+}

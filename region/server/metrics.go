@@ -23,6 +23,8 @@ type metrics struct {
 	leasesRejected *prometheus.CounterVec
 	// configWaiting counts racks' config long polls waiting for a change.
 	configWaiting prometheus.Gauge
+	// syslogRejected counts syslog messages of rack batches refused one by one, by store.Syslog*.
+	syslogRejected *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -45,8 +47,13 @@ func newMetrics() *metrics {
 			Name: "ironflow_rack_config_long_polls",
 			Help: "Rack config long polls waiting for a change (at most 2 per rack).",
 		}),
+
+		syslogRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironflow_syslog_records_rejected_total",
+			Help: "Syslog messages of rack batches the region refused (the rest of each batch is stored), by reason.",
+		}, []string{"reason"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected, m.configWaiting,
+	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected, m.syslogRejected, m.configWaiting,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -38,6 +38,8 @@ type Config struct {
 	// DNSListen is the address ("host:port") the region answers DNS on, over UDP and TCP;
 	// "" answers DNS only to racks, over HTTP (api.DNSQueryPath).
 	DNSListen string
+	// SyslogRetention is how long machines' syslog messages are kept; zero keeps them all.
+	SyslogRetention Retention
 }
 
 const (
@@ -122,6 +124,7 @@ func (s *Server) routes() {
 	s.grantRoutes()
 	s.agentRoutes()
 	s.secretRoutes()
+	s.syslogRoutes()
 	for _, k := range kinds {
 		coll, item := p+"/"+k.name, p+"/"+k.name+"/{key}"
 		s.handle(route{pattern: "GET " + coll, resource: k.name, ownable: true, h: s.list(k)})
@@ -290,7 +293,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
-	g.Go(func() error { return s.pruneEvents(ctx) })
+	g.Go(func() error { return s.prune(ctx, "audit log", s.cfg.Retention, s.st.PruneEvents) })
+	g.Go(func() error { return s.prune(ctx, "syslog", s.cfg.SyslogRetention, s.st.PruneSyslog) })
 	if s.cfg.DNSListen != "" {
 		g.Go(func() error { return s.dns.ListenAndServe(ctx, s.cfg.DNSListen) })
 	}

@@ -1,0 +1,272 @@
+// Package syslog is the rack's syslog receiver: RFC 3164 and RFC 5424 messages over UDP and
+// TCP (octet-counted or newline-framed, RFC 6587) from the machines the rack serves, each
+// attributed to the MAC of its source address by the rack's leases and reservations, then
+// buffered (bounded) and posted to the region in batches. It shares nothing with DHCP but a
+// short lookup in the lease table, and it never waits on the region.
+package syslog
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ironflow/ironflow/internal/backoff"
+	"github.com/ironflow/ironflow/internal/syslogmsg"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// DefaultAddr is where a rack receives syslog, on UDP and TCP.
+const DefaultAddr = ":514"
+
+// Attributor names the MAC of the client that holds an address (an active lease or a
+// reservation of the rack), or reports that none does.
+type Attributor func(netip.Addr) (net.HardwareAddr, bool)
+
+// Config configures a Server. Zero limits take the defaults noted.
+type Config struct {
+	Addr              string // UDP and TCP listen address, e.g. ":514"
+	Attribute         Attributor
+	Forwarder         *Forwarder
+	Metrics           *Metrics
+	MaxConns          int           // TCP connections at once (default 256)
+	MaxConnsPerClient int           // TCP connections of one source address at once (default 4)
+	IdleTimeout       time.Duration // a TCP connection silent this long is closed (default 2m)
+	Now               func() time.Time
+	Logger            *slog.Logger
+}
+
+// Server receives syslog on one UDP socket and one TCP listener.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	udp *net.UDPConn
+	tcp *net.TCPListener
+
+	mu        sync.Mutex
+	closed    bool // Serve is ending: no more connections
+	conns     map[net.Conn]struct{}
+	perClient map[netip.Addr]int
+}
+
+// New opens the UDP socket and the TCP listener (on the same port when Addr's port is 0, as
+// far as the system allows: the TCP port is taken from the UDP socket's).
+func New(cfg Config) (*Server, error) {
+	if cfg.Attribute == nil || cfg.Forwarder == nil || cfg.Metrics == nil {
+		return nil, errors.New("syslog: an attributor, a forwarder and metrics are required")
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 256
+	}
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = 4
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]struct{}{}, perClient: map[netip.Addr]int{}}
+	ua, err := net.ResolveUDPAddr("udp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("syslog listen address %q: %w", cfg.Addr, err)
+	}
+	if s.udp, err = net.ListenUDP("udp", ua); err != nil {
+		return nil, fmt.Errorf("syslog UDP: %w", err)
+	}
+	ta := &net.TCPAddr{IP: ua.IP, Port: s.udp.LocalAddr().(*net.UDPAddr).Port, Zone: ua.Zone}
+	if s.tcp, err = net.ListenTCP("tcp", ta); err != nil {
+		s.udp.Close()
+		return nil, fmt.Errorf("syslog TCP: %w", err)
+	}
+	return s, nil
+}
+
+// Addr is the address the server listens on (UDP and TCP).
+func (s *Server) Addr() netip.AddrPort { return s.udp.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+// Close closes the sockets of a server that may never have served.
+func (s *Server) Close() error {
+	return errors.Join(ignoreClosed(s.udp.Close()), ignoreClosed(s.tcp.Close()))
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Serve receives until ctx ends, then closes the sockets and every connection.
+func (s *Server) Serve(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		<-ctx.Done()
+		s.udp.Close()
+		s.tcp.Close()
+		s.mu.Lock()
+		s.closed = true
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		return nil
+	})
+	g.Go(func() error { s.serveUDP(ctx); return nil })
+	g.Go(func() error { s.serveTCP(ctx, g); return nil })
+	return g.Wait()
+}
+
+func (s *Server) serveUDP(ctx context.Context) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if s.pause(ctx, "UDP read", err) != nil {
+				return
+			}
+			continue
+		}
+		s.receive(from.Addr(), "udp", buf[:n])
+	}
+}
+
+func (s *Server) serveTCP(ctx context.Context, g *errgroup.Group) {
+	for {
+		c, err := s.tcp.AcceptTCP()
+		if err != nil {
+			if s.pause(ctx, "TCP accept", err) != nil {
+				return
+			}
+			continue
+		}
+		src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+		if limit := s.admit(c, src); limit != "" {
+			s.cfg.Metrics.refused.WithLabelValues(limit).Inc()
+			c.Close()
+			continue
+		}
+		g.Go(func() error {
+			defer s.release(c, src)
+			s.serveConn(c, src)
+			return nil
+		})
+	}
+}
+
+// errorPause is how long the receiver waits after a socket error before it reads again.
+const errorPause = 100 * time.Millisecond
+
+// pause handles a socket error: at shutdown (ctx over or the socket closed) it returns an
+// error to end the loop; otherwise (out of file descriptors, a transient network error) it
+// logs and waits a moment, so that a syslog failure never ends the rack and its DHCP.
+func (s *Server) pause(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+		return net.ErrClosed
+	}
+	s.log.Warn("syslog "+op+" failed; going on", "error", err)
+	return backoff.Sleep(ctx, errorPause)
+}
+
+// admit counts c in, or names the limit that refuses it.
+func (s *Server) admit(c net.Conn, src netip.Addr) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return RefuseTotal
+	case len(s.conns) >= s.cfg.MaxConns:
+		return RefuseTotal
+	case s.perClient[src] >= s.cfg.MaxConnsPerClient:
+		return RefusePerClient
+	}
+	s.conns[c] = struct{}{}
+	s.perClient[src]++
+	return ""
+}
+
+func (s *Server) release(c net.Conn, src netip.Addr) {
+	c.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if s.perClient[src]--; s.perClient[src] <= 0 {
+		delete(s.perClient, src)
+	}
+}
+
+// serveConn reads messages until the client closes, stays idle too long or sends a frame that
+// cannot be resynchronised.
+func (s *Server) serveConn(c net.Conn, src netip.Addr) {
+	r := bufio.NewReaderSize(c, syslogmsg.MaxLine+2)
+	for {
+		if err := c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout)); err != nil {
+			return
+		}
+		frame, err := readFrame(r, syslogmsg.MaxLine)
+		switch {
+		case errors.Is(err, errTooLong):
+			s.cfg.Metrics.received.WithLabelValues("tcp").Inc()
+			s.drop(DropTooLong, src)
+			continue
+		case errors.Is(err, errBadFrame):
+			s.cfg.Metrics.received.WithLabelValues("tcp").Inc()
+			s.drop(DropTooLong, src)
+			s.log.Debug("syslog connection closed", "client", src, "error", err)
+			return
+		case err != nil:
+			return // EOF, idle timeout, closed at shutdown
+		}
+		s.receive(src, "tcp", frame)
+	}
+}
+
+// receive parses, attributes and queues one message; what cannot be delivered is counted.
+func (s *Server) receive(src netip.Addr, transport string, raw []byte) {
+	for len(raw) > 0 && (raw[len(raw)-1] == '\n' || raw[len(raw)-1] == '\r' || raw[len(raw)-1] == 0) {
+		raw = raw[:len(raw)-1]
+	}
+	if len(raw) == 0 {
+		return // keep-alive newlines
+	}
+	s.cfg.Metrics.received.WithLabelValues(transport).Inc()
+	if len(raw) > syslogmsg.MaxLine {
+		s.drop(DropTooLong, src)
+		return
+	}
+	now := s.cfg.Now()
+	msg, err := syslogmsg.Parse(raw, now)
+	if err != nil {
+		s.drop(DropMalformed, src)
+		return
+	}
+	src = src.Unmap()
+	mac, ok := s.cfg.Attribute(src)
+	if !ok {
+		s.drop(DropUnattributed, src)
+		return
+	}
+	s.cfg.Forwarder.Push(api.SyslogMessage{
+		Addr: src.String(), MAC: mac.String(), Received: now.UTC(), Time: msg.Time,
+		Facility: msg.Facility, Severity: msg.Severity, Hostname: msg.Hostname, App: msg.App,
+		ProcID: msg.ProcID, MsgID: msg.MsgID, Text: msg.Text,
+	})
+}
+
+// drop counts a message that will not reach the region; it is logged at debug only, since a
+// flood of them must not become a flood of log lines.
+func (s *Server) drop(reason string, src netip.Addr) {
+	s.cfg.Metrics.dropped.WithLabelValues(reason).Inc()
+	s.log.Debug("syslog message dropped", "reason", reason, "client", src)
+}

@@ -1,0 +1,326 @@
+package syslog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ironflow/ironflow/internal/syslogmsg"
+	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var clientMAC = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}
+
+// region plays the region's syslog route: it stores what it is sent, or fails while down.
+type region struct {
+	mu        sync.Mutex
+	down      bool
+	refuse    bool // answer as a region refusing the batch's content
+	checkSize bool // count posts whose JSON is over the region's body limit
+	got       []api.SyslogMessage
+	nPosts    int
+	nTooBig   int
+}
+
+func (r *region) PostSyslog(_ context.Context, batch []api.SyslogMessage) (api.SyslogSyncResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.down && r.checkSize {
+		r.nPosts++
+		if doc, _ := json.Marshal(batch); len(doc) > 1<<20 {
+			r.nTooBig++
+		}
+	}
+	switch {
+	case r.down:
+		return api.SyslogSyncResult{}, errors.New("region unreachable")
+	case r.refuse:
+		return api.SyslogSyncResult{}, fmt.Errorf("%w: 422", ErrBatchRefused)
+	}
+	res := api.SyslogSyncResult{}
+	for i, m := range batch {
+		if m.Text == "reject me" {
+			res.Rejected = append(res.Rejected, api.SyslogRejection{Index: i, Reason: "no_machine", Error: "no machine"})
+			continue
+		}
+		r.got = append(r.got, m)
+		res.Stored++
+	}
+	return res, nil
+}
+
+func (r *region) posts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nPosts
+}
+
+func (r *region) tooBig() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nTooBig
+}
+
+func (r *region) set(down, refuse bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down, r.refuse = down, refuse
+}
+
+func (r *region) messages() []api.SyslogMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+func (r *region) texts() []string {
+	var out []string
+	for _, m := range r.messages() {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+// receiver is a Server on 127.0.0.1 that attributes 127.0.0.1 only, with its forwarder.
+type receiver struct {
+	srv    *Server
+	region *region
+	reg    *prometheus.Registry
+}
+
+func startReceiver(t *testing.T, cfg Config, fo ForwarderOptions) *receiver {
+	t.Helper()
+	r := &receiver{region: &region{}, reg: prometheus.NewRegistry()}
+	m, err := NewMetrics(r.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo.Interval, fo.RetryDelay, fo.Logger = 10*time.Millisecond, 10*time.Millisecond, quiet
+	fwd := NewForwarder(r.region, m, fo)
+	cfg.Addr, cfg.Forwarder, cfg.Metrics, cfg.Logger = "127.0.0.1:0", fwd, m, quiet
+	cfg.Attribute = func(a netip.Addr) (net.HardwareAddr, bool) {
+		return clientMAC, a == netip.MustParseAddr("127.0.0.1")
+	}
+	if r.srv, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- r.srv.Serve(ctx) }()
+	go func() { done <- fwd.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		}
+	})
+	return r
+}
+
+// metric reads a counter or gauge of the receiver, by name and label value ("" for none).
+func (r *receiver) metric(t *testing.T, name, label string) float64 {
+	t.Helper()
+	families, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == label }) {
+				if m.Counter != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func (r *receiver) dial(t *testing.T, network string, from string) net.Conn {
+	t.Helper()
+	d := net.Dialer{}
+	if from != "" {
+		if network == "udp" {
+			d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(from)}
+		} else {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+		}
+	}
+	c, err := d.Dial(network, r.srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func write(t *testing.T, c net.Conn, s string) {
+	t.Helper()
+	if _, err := io.WriteString(c, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReceiveUDPAndTCPFraming: messages over UDP, octet-counted and newline-framed TCP (LF
+// and CRLF, split across writes) reach the region in order of arrival per transport, with
+// their fields parsed and control characters escaped; garbage, overlong lines and messages
+// from an address no lease or reservation names are dropped and counted, and the connection
+// goes on after them.
+func TestReceiveUDPAndTCPFraming(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{})
+	udp := r.dial(t, "udp", "")
+	write(t, udp, "<34>Oct 11 22:14:15 node su[12]: over udp\n")
+	testutil.Eventually(t, 5*time.Second, "the UDP message at the region", func() bool { return len(r.region.texts()) == 1 })
+
+	tcp := r.dial(t, "tcp", "")
+	m1, m2 := "<165>1 2026-12-01T14:59:58Z node app 7 ID1 - counted one", "<13>1 - - - - - - counted \x07two\x00three"
+	write(t, tcp, fmt.Sprintf("%d %s%d %s", len(m1), m1, len(m2), m2))
+	write(t, tcp, "<13>app: newline\r\nnot syslog at all\n")
+	write(t, tcp, "<13>"+strings.Repeat("x", syslogmsg.MaxLine)+"\n")
+	write(t, tcp, "<13>app: after the long")
+	write(t, tcp, " line\n\n")
+	unknown := r.dial(t, "udp", "127.0.0.2")
+	write(t, unknown, "<13>app: from an address with no lease")
+
+	want := []string{"over udp", "counted one", `counted \x07two\x00three`, "newline", "after the long line"}
+	testutil.Eventually(t, 5*time.Second, "every good message at the region", func() bool { return slices.Equal(r.region.texts(), want) })
+	got := r.region.messages()[1]
+	if got.Addr != "127.0.0.1" || got.MAC != clientMAC.String() || got.Facility != 20 || got.Severity != 5 || got.Hostname != "node" ||
+		got.App != "app" || got.ProcID != "7" || got.MsgID != "ID1" || !got.Time.Equal(time.Date(2026, 12, 1, 14, 59, 58, 0, time.UTC)) || got.Received.IsZero() {
+		t.Errorf("parsed message %+v", got)
+	}
+	testutil.Eventually(t, 5*time.Second, "the drops counted", func() bool {
+		return r.metric(t, "ironflow_syslog_dropped_total", DropMalformed) == 1 && r.metric(t, "ironflow_syslog_dropped_total", DropTooLong) == 1 &&
+			r.metric(t, "ironflow_syslog_dropped_total", DropUnattributed) == 1
+	})
+	if udp, tcp := r.metric(t, "ironflow_syslog_received_total", "udp"), r.metric(t, "ironflow_syslog_received_total", "tcp"); udp != 2 || tcp != 6 {
+		t.Errorf("received udp %v tcp %v, want 2 and 6", udp, tcp)
+	}
+}
+
+// TestBadOctetCountClosesTheConnection: a frame announcing more than the line limit cannot be
+// skipped safely, so the connection ends (counted as too_long).
+func TestBadOctetCountClosesTheConnection(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{})
+	c := r.dial(t, "tcp", "")
+	write(t, c, fmt.Sprintf("%d <13>x", syslogmsg.MaxLine+1))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after a bad frame: %v, want EOF", err)
+	}
+	if n := r.metric(t, "ironflow_syslog_dropped_total", DropTooLong); n != 1 {
+		t.Fatalf("too_long %v, want 1", n)
+	}
+}
+
+// TestFloodIsBounded: with the region down, a flood fills the buffer to its bound and every
+// message beyond it is dropped and counted; when the region is back the buffer drains.
+func TestFloodIsBounded(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{MaxBuffered: 100, BatchSize: 30})
+	r.region.set(true, false)
+	c := r.dial(t, "tcp", "")
+	var flood strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&flood, "<13>app: flood %d\n", i)
+	}
+	write(t, c, flood.String())
+	testutil.Eventually(t, 10*time.Second, "1000 messages received", func() bool { return r.metric(t, "ironflow_syslog_received_total", "tcp") == 1000 })
+	if full, depth := r.metric(t, "ironflow_syslog_dropped_total", DropBufferFull), r.metric(t, "ironflow_syslog_buffer_depth", ""); full != 900 || depth != 100 {
+		t.Fatalf("buffer_full %v, depth %v, want 900 and 100", full, depth)
+	}
+	r.region.set(false, false)
+	testutil.Eventually(t, 10*time.Second, "the buffer delivered", func() bool { return len(r.region.texts()) == 100 })
+	if texts := r.region.texts(); texts[0] != "flood 0" || texts[99] != "flood 99" {
+		t.Fatalf("delivered %s .. %s, want the oldest 100", texts[0], texts[99])
+	}
+}
+
+// TestRegionRefusals: messages the region rejects one by one and batches it refuses whole are
+// dropped and counted, never sent again.
+func TestRegionRefusals(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{})
+	c := r.dial(t, "tcp", "")
+	write(t, c, "<13>app: kept\n<13>app: reject me\n")
+	testutil.Eventually(t, 5*time.Second, "one stored, one rejected", func() bool {
+		return len(r.region.texts()) == 1 && r.metric(t, "ironflow_syslog_dropped_total", DropRejected) == 1
+	})
+	r.region.set(false, true)
+	write(t, c, "<13>app: refused batch\n")
+	testutil.Eventually(t, 5*time.Second, "the batch refused", func() bool { return r.metric(t, "ironflow_syslog_dropped_total", DropRefused) == 1 })
+	r.region.set(false, false)
+	write(t, c, "<13>app: later\n")
+	testutil.Eventually(t, 5*time.Second, "the next message stored", func() bool { return slices.Equal(r.region.texts(), []string{"kept", "later"}) })
+}
+
+// TestConnectionLimits: connections beyond the per-client and the total limits are closed at
+// once and counted; an idle connection is closed after the idle timeout.
+func TestConnectionLimits(t *testing.T) {
+	r := startReceiver(t, Config{MaxConns: 3, MaxConnsPerClient: 2, IdleTimeout: 300 * time.Millisecond}, ForwarderOptions{})
+	closed := func(c net.Conn, within time.Duration) bool {
+		c.SetReadDeadline(time.Now().Add(within))
+		_, err := c.Read(make([]byte, 1))
+		return errors.Is(err, io.EOF)
+	}
+	// Keep two of 127.0.0.1 busy so that the idle timeout does not close them first.
+	a, b := r.dial(t, "tcp", "127.0.0.1"), r.dial(t, "tcp", "127.0.0.1")
+	write(t, a, "<13>app: a\n")
+	write(t, b, "<13>app: b\n")
+	testutil.Eventually(t, 5*time.Second, "a and b admitted", func() bool { return len(r.region.texts()) == 2 })
+	if !closed(r.dial(t, "tcp", "127.0.0.1"), 2*time.Second) {
+		t.Fatal("a third connection of one client stayed open")
+	}
+	third := r.dial(t, "tcp", "127.0.0.3")
+	write(t, third, "<13>app: c\n")
+	if !closed(r.dial(t, "tcp", "127.0.0.4"), 2*time.Second) {
+		t.Fatal("a fourth connection stayed open")
+	}
+	if pc, tot := r.metric(t, "ironflow_syslog_connections_refused_total", RefusePerClient), r.metric(t, "ironflow_syslog_connections_refused_total", RefuseTotal); pc != 1 || tot < 1 {
+		t.Fatalf("refused per client %v, total %v", pc, tot)
+	}
+	if !closed(a, 5*time.Second) {
+		t.Fatal("an idle connection stayed open")
+	}
+}
+
+// TestBatchesFitTheRegionBodyLimit: long messages full of escaped control characters go in
+// several posts, each under the region's 1 MiB body limit, and all arrive.
+func TestBatchesFitTheRegionBodyLimit(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{MaxBuffered: 1000})
+	r.region.set(true, false)
+	c := r.dial(t, "tcp", "")
+	long := "<13>app: " + strings.Repeat("\x01", syslogmsg.MaxLine-20)
+	for range 200 {
+		write(t, c, fmt.Sprintf("%d %s", len(long), long))
+	}
+	testutil.Eventually(t, 10*time.Second, "200 messages buffered", func() bool { return r.metric(t, "ironflow_syslog_buffer_depth", "") == 200 })
+	r.region.mu.Lock()
+	r.region.checkSize = true
+	r.region.mu.Unlock()
+	r.region.set(false, false)
+	testutil.Eventually(t, 10*time.Second, "200 messages delivered", func() bool { return len(r.region.texts()) == 200 })
+	if r.region.tooBig() > 0 || r.region.posts() < 2 {
+		t.Fatalf("%d posts, %d over 1 MiB", r.region.posts(), r.region.tooBig())
+	}
+}

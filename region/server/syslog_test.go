@@ -1,0 +1,175 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/server"
+	"github.com/ironflow/ironflow/region/store"
+)
+
+// syslogFixture is a rack serving one subnet with a machine on it, and a second rack.
+type syslogFixture struct {
+	e           *env
+	rack, other api.RackRegistered
+	machine     string // UUID of birdy, MAC 52:54:00:00:05:01
+	subnet      string // UUID of 10.5.0.0/24
+	path        string // the rack's syslog route
+	now         time.Time
+}
+
+func newSyslogFixture(t *testing.T) syslogFixture {
+	e := newEnv(t)
+	f := syslogFixture{e: e, rack: e.register(api.RackRegistration{Name: "rack-a"}), other: e.register(api.RackRegistration{Name: "rack-b"}), now: time.Now().UTC()}
+	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f"})["Uuid"]
+	vlan := e.create(api.KindVLANs, map[string]any{"Fabric": fabric, "VID": 1, "PrimaryRack": f.rack.Rack.Uuid, "DHCPOn": true})["Uuid"]
+	f.subnet = e.create(api.KindSubnets, map[string]any{"Name": "s1", "CIDR": "10.5.0.0/24", "VLAN": vlan})["Uuid"].(string)
+	f.machine = e.create(api.KindMachines, map[string]any{"Name": "birdy", "HardwareAddrs": []string{"52:54:00:00:05:01"}})["Uuid"].(string)
+	f.path = e.base + "/api/v1/racks/" + f.rack.Rack.Uuid + "/syslog"
+	return f
+}
+
+func (f syslogFixture) msg(addr, mac, text string) api.SyslogMessage {
+	return api.SyslogMessage{Addr: addr, MAC: mac, Received: f.now, Facility: 1, Severity: 6, App: "test", Text: text}
+}
+
+func (f syslogFixture) logs(t *testing.T, query string) ([]api.SyslogMessage, response) {
+	t.Helper()
+	r := f.e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/machines/Name:birdy/logs"+query, nil, http.StatusOK)
+	var out []api.SyslogMessage
+	decodeJSON(t, r, &out)
+	return out, r
+}
+
+// TestRackSyslog: a rack's batch is stored under the machine that has each message's MAC;
+// messages of addresses the rack does not serve, of addresses another rack holds, of MACs of
+// no machine, or with control characters are refused one by one and counted; only the rack
+// itself may post, and a bad batch changes nothing.
+func TestRackSyslog(t *testing.T) {
+	t.Parallel()
+	f := newSyslogFixture(t)
+	e := f.e
+	// rack-b holds a live lease on 10.5.0.9 (an operator wrote it; racks write their own).
+	e.create(api.KindLeases, map[string]any{"Addr": "10.5.0.9", "MAC": "52:54:00:00:05:09", "Subnet": f.subnet, "Rack": f.other.Rack.Uuid,
+		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
+
+	batch := []api.SyslogMessage{
+		f.msg("10.5.0.100", "52:54:00:00:05:01", "first"),
+		f.msg("10.6.0.1", "52:54:00:00:05:01", "not served"),
+		f.msg("10.5.0.9", "52:54:00:00:05:01", "another rack's address"),
+		f.msg("10.5.0.101", "52:54:00:00:05:02", "no machine"),
+		f.msg("10.5.0.100", "52:54:00:00:05:01", "raw \x1b[31m escape"),
+		f.msg("10.5.0.100", "52:54:00:00:05:01", "second"),
+	}
+	r := doRequest(t, f.rack.Token, http.MethodPost, f.path, batch)
+	var res api.SyslogSyncResult
+	decodeJSON(t, r, &res)
+	wantReasons := map[int]string{1: store.SyslogNotServed, 2: store.SyslogOtherRack, 3: store.SyslogNoMachine, 4: store.SyslogInvalid}
+	if r.code != http.StatusOK || res.Stored != 2 || len(res.Rejected) != len(wantReasons) {
+		t.Fatalf("sync: %d %s, want 2 stored and 4 refused", r.code, r.body)
+	}
+	for _, rej := range res.Rejected {
+		if wantReasons[rej.Index] != rej.Reason {
+			t.Errorf("message %d refused as %q (%s), want %q", rej.Index, rej.Reason, rej.Error, wantReasons[rej.Index])
+		}
+	}
+	logs, _ := f.logs(t, "")
+	if len(logs) != 2 || logs[0].Text != "first" || logs[1].Text != "second" || logs[0].Machine != f.machine || logs[0].Rack != f.rack.Rack.Uuid || logs[0].ID >= logs[1].ID {
+		t.Fatalf("stored logs %+v", logs)
+	}
+	if n := len(e.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/events?Kind=syslog&Key="+f.rack.Rack.Uuid, nil, http.StatusOK).list(t)); n != 1 {
+		t.Fatalf("%d audit events for one batch, want 1", n)
+	}
+	metrics := string(e.mustDo("", http.MethodGet, "/metrics", nil, http.StatusOK).body)
+	for reason := range map[string]bool{store.SyslogNotServed: true, store.SyslogOtherRack: true, store.SyslogNoMachine: true, store.SyslogInvalid: true} {
+		if want := fmt.Sprintf("ironflow_syslog_records_rejected_total{reason=%q} 1", reason); !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	// Only the rack itself posts: not another rack, not an admin, operator or readonly token,
+	// not anonymously. Bad batches are refused whole. None of it stores anything.
+	one := []api.SyslogMessage{f.msg("10.5.0.100", "52:54:00:00:05:01", "refused")}
+	tooMany := make([]api.SyslogMessage, api.MaxSyslogBatch+1)
+	for i := range tooMany {
+		tooMany[i] = one[0]
+	}
+	for _, c := range []struct {
+		name, token string
+		body        any
+		code        int
+	}{
+		{"other rack", f.other.Token, one, http.StatusForbidden},
+		{"admin", e.tokens[api.RoleAdmin], one, http.StatusForbidden},
+		{"operator", e.tokens[api.RoleOperator], one, http.StatusForbidden},
+		{"readonly", e.tokens[api.RoleReadonly], one, http.StatusForbidden},
+		{"no token", "", one, http.StatusUnauthorized},
+		{"not a list", f.rack.Token, `{"Addr":"10.5.0.100"}`, http.StatusBadRequest},
+		{"unknown field", f.rack.Token, `[{"Bogus":1}]`, http.StatusBadRequest},
+		{"too many", f.rack.Token, tooMany, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			doRequest(t, c.token, http.MethodPost, f.path, c.body).apiError(t, c.code)
+		})
+	}
+	if logs, _ := f.logs(t, ""); len(logs) != 2 {
+		t.Fatalf("%d logs after refused posts, want 2", len(logs))
+	}
+	// A machine token reads nothing, not even its own machine's syslog.
+	doRequest(t, e.machineToken(f.machine), http.MethodGet, e.base+"/api/v1/machines/Name:birdy/logs", nil).apiError(t, http.StatusForbidden)
+}
+
+// TestMachineLogsPagingAndFilters: logs come oldest first, paged with HeaderNext, and After
+// and Since select the newer ones; bad filters are refused.
+func TestMachineLogsPagingAndFilters(t *testing.T) {
+	t.Parallel()
+	f := newSyslogFixture(t)
+	var batch []api.SyslogMessage
+	for i := range 5 {
+		m := f.msg("10.5.0.100", "52:54:00:00:05:01", fmt.Sprintf("m%d", i))
+		m.Received = f.now.Add(time.Duration(i) * time.Minute)
+		batch = append(batch, m)
+	}
+	doRequest(t, f.rack.Token, http.MethodPost, f.path, batch)
+
+	page, r := f.logs(t, "?limit=2")
+	if len(page) != 2 || page[0].Text != "m0" || r.header.Get(api.HeaderNext) != "2" {
+		t.Fatalf("first page %+v next %q", page, r.header.Get(api.HeaderNext))
+	}
+	after, _ := f.logs(t, fmt.Sprintf("?After=%d", page[1].ID))
+	if len(after) != 3 || after[0].Text != "m2" {
+		t.Fatalf("after %d: %+v", page[1].ID, after)
+	}
+	since, _ := f.logs(t, "?Since="+url.QueryEscape(f.now.Add(3*time.Minute).Format(time.RFC3339Nano)))
+	if len(since) != 2 || since[0].Text != "m3" {
+		t.Fatalf("since: %+v", since)
+	}
+	for _, q := range []string{"?Since=yesterday", "?After=x", "?Machine=y", "?limit=0"} {
+		f.e.do(api.RoleReadonly, http.MethodGet, "/api/v1/machines/Name:birdy/logs"+q, nil).apiError(t, http.StatusBadRequest)
+	}
+	f.e.do(api.RoleReadonly, http.MethodGet, "/api/v1/machines/Name:nobody/logs", nil).apiError(t, http.StatusNotFound)
+}
+
+// TestSyslogRetention: the region prunes machines' syslog to its retention.
+func TestSyslogRetention(t *testing.T) {
+	t.Parallel()
+	f := newSyslogFixture(t)
+	var batch []api.SyslogMessage
+	for i := range 5 {
+		batch = append(batch, f.msg("10.5.0.100", "52:54:00:00:05:01", fmt.Sprintf("m%d", i)))
+	}
+	doRequest(t, f.rack.Token, http.MethodPost, f.path, batch)
+	startServer(t, f.e.st, "pruner", func(c *server.Config) {
+		c.SyslogRetention = server.Retention{MaxCount: 2, Interval: 50 * time.Millisecond}
+	})
+	eventually(t, "syslog pruned to 2 messages", func() bool {
+		logs, err := f.e.st.Syslog(context.Background(), store.SyslogQuery{Machine: f.machine})
+		return err == nil && len(logs) == 2 && logs[0].Text == "m3"
+	})
+}
