@@ -174,11 +174,12 @@ const activeMachinesSQL = `SELECT m.uuid, m.name, m.doc FROM machines m
 		WHERE t.machine = m.uuid AND t.used_at IS NOT NULL AND t.closed_at IS NULL))`
 
 // dnsHosts lists the addresses of active machines: their reservation (Address) and the
-// active leases that name them, by machine name then address.
+// active leases that name them, by machine name then address. An Address PostgreSQL cannot
+// read as inet (an IPv6 zone, which netip accepts) is left out rather than failing the zones.
 func dnsHosts(ctx context.Context, tx pgx.Tx) ([]regiondns.Host, error) {
 	rows, err := tx.Query(ctx, `WITH am AS (`+activeMachinesSQL+`)
 		SELECT name, addr FROM (
-			SELECT am.name, NULLIF(am.doc->>'Address', '')::inet AS addr FROM am
+			SELECT am.name, CASE WHEN am.doc->>'Address' ~ '^[0-9A-Fa-f:.]+$' THEN (am.doc->>'Address')::inet END AS addr FROM am
 			UNION
 			SELECT am.name, l.addr FROM leases l JOIN am ON l.doc->>'MachineRef' = am.uuid::text
 			WHERE l.doc->>'State' = 'active'

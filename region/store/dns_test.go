@@ -32,6 +32,8 @@ func TestDNSDataAndSerial(t *testing.T) {
 	m := &api.Machine{Name: "birdy", Address: "10.5.0.7"}
 	mustCreate(t, s, api.KindMachines, m)
 	mustCreate(t, s, api.KindDNSRecords, &api.DNSRecord{Domain: "a.example", Name: "www", Type: "cname", Data: "birdy.a.example"})
+	// An address with an IPv6 zone is a valid machine Address but no inet: left out.
+	mustCreate(t, s, api.KindMachines, &api.Machine{Name: "zoned", Address: "fe80::1%eth0"})
 
 	d1 := dnsData(t, s)
 	if want := []regiondns.Host{{Name: "birdy", Addr: netip.MustParseAddr("10.5.0.7")}}; !slices.Equal(d1.Hosts, want) {
