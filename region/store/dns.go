@@ -119,7 +119,7 @@ const dnsCompactAfter = 10000
 // and the subnets. Migrated stubs and inactive imported copies are left out: a machine is in
 // the zones of the region where it is active.
 func (s *Store) DNSData(ctx context.Context) (regiondns.Data, error) {
-	if err := s.compactDNSChanges(ctx); err != nil {
+	if err := s.compactDNSChanges(ctx, dnsCompactAfter); err != nil {
 		return regiondns.Data{}, err
 	}
 	var d regiondns.Data
@@ -151,11 +151,12 @@ func dnsSerial(ctx context.Context, q querier) (uint32, error) {
 	return uint32(n), err
 }
 
-// compactDNSChanges folds the change rows into the base when there are many; the serial a
-// snapshot computes is the same before and after.
-func (s *Store) compactDNSChanges(ctx context.Context) error {
+// compactDNSChanges folds the change rows into the base when there are more than after; the
+// serial a snapshot computes is the same before and after. The readers of the serial (DNS
+// data, rack configs) call it, so the rows stay few however many changes are made.
+func (s *Store) compactDNSChanges(ctx context.Context, after int) error {
 	var many bool
-	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM dns_changes OFFSET $1)", dnsCompactAfter).Scan(&many); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM dns_changes OFFSET $1)", after).Scan(&many); err != nil {
 		return classify(fmt.Errorf("count DNS changes: %w", err))
 	}
 	if !many {

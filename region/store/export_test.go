@@ -1,6 +1,10 @@
 package store
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // The tests are in package store_test (dev/pgtest imports dev, which imports this package);
 // these give them the internals they inspect.
@@ -16,3 +20,6 @@ func LatestMigration() (count, version int, err error) {
 	}
 	return len(all), all[len(all)-1].version, nil
 }
+
+// CompactDNSChanges folds every DNS change row into the serial's base, however few.
+func (s *Store) CompactDNSChanges(ctx context.Context) error { return s.compactDNSChanges(ctx, 0) }

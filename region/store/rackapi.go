@@ -216,6 +216,9 @@ func (s *Store) RackHeartbeat(ctx context.Context, rackUUID string, hb api.RackH
 // heartbeats, so that the config (and its ETag) changes only when what the rack serves changes.
 func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, error) {
 	cfg := api.RackConfig{VLANs: []api.VLAN{}, Subnets: []api.Subnet{}, Reservations: []api.Reservation{}, Leases: []api.Lease{}}
+	if err := s.compactDNSChanges(ctx, dnsCompactAfter); err != nil {
+		return api.RackConfig{}, err
+	}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		r, err := rackByUUID(ctx, tx, rackUUID, false)
 		if err != nil {
