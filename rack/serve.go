@@ -341,7 +341,8 @@ func (o *Options) defaults() error {
 		for _, ifname := range o.DHCPInterfaces {
 			a, err := interfaceAddr(ifname)
 			if err != nil {
-				return fmt.Errorf("DNS on DHCP interface %s: %w", ifname, err)
+				o.Logger.Warn("no DNS on a DHCP interface without an IPv4 address", "interface", ifname, "error", err)
+				continue
 			}
 			o.DNSListen = append(o.DNSListen, net.JoinHostPort(a.String(), "53"))
 		}

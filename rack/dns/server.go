@@ -129,7 +129,9 @@ func (s *Server) Handle(ctx context.Context, req *mdns.Msg, src netip.Addr, tcp 
 	case !ours && len(st.Upstreams) == 0:
 		return s.refuse(req, mdns.RcodeRefused, refusedNoUpstream)
 	}
-	return s.resolve(ctx, req, q, st, ours)
+	m := s.resolve(ctx, req, q, st, ours)
+	m.RecursionAvailable = trusted // the rack recurses (through its upstreams) for its own clients only
+	return m
 }
 
 // resolve answers from the cache, else from the region or the upstreams, else stale.

@@ -79,10 +79,13 @@ func firstA(t *testing.T, m *mdns.Msg) string {
 // from the cache until the region's serial moves, and an outside client may ask it too.
 func TestRegionAnswersCachedUntilTheSerialChanges(t *testing.T) {
 	s, r, _ := newTestServer(t, 100)
-	if got := firstA(t, query(s, "birdy.a.example.", mdns.TypeA, outside)); got != "10.5.0.7" {
-		t.Fatalf("A %s", got)
+	out := query(s, "birdy.a.example.", mdns.TypeA, outside)
+	if got := firstA(t, out); got != "10.5.0.7" || out.RecursionAvailable {
+		t.Fatalf("A %s to an outsider, recursion available %v", got, out.RecursionAvailable)
 	}
-	firstA(t, query(s, "BIRDY.a.example.", mdns.TypeA, inside))
+	if in := query(s, "BIRDY.a.example.", mdns.TypeA, inside); firstA(t, in) != "10.5.0.7" || !in.RecursionAvailable {
+		t.Fatalf("to a served client: %v", in)
+	}
 	if n := r.calls.Load(); n != 1 {
 		t.Fatalf("region asked %d times, want 1 (second answer from the cache)", n)
 	}

@@ -119,7 +119,7 @@ const dnsCompactAfter = 10000
 // and the subnets. Migrated stubs and inactive imported copies are left out: a machine is in
 // the zones of the region where it is active.
 func (s *Store) DNSData(ctx context.Context) (regiondns.Data, error) {
-	if err := s.compactDNSChanges(ctx); err != nil {
+	if err := s.compactDNSChanges(ctx, dnsCompactAfter); err != nil {
 		return regiondns.Data{}, err
 	}
 	var d regiondns.Data
@@ -151,11 +151,12 @@ func dnsSerial(ctx context.Context, q querier) (uint32, error) {
 	return uint32(n), err
 }
 
-// compactDNSChanges folds the change rows into the base when there are many; the serial a
-// snapshot computes is the same before and after.
-func (s *Store) compactDNSChanges(ctx context.Context) error {
+// compactDNSChanges folds the change rows into the base when there are more than after; the
+// serial a snapshot computes is the same before and after. The readers of the serial (DNS
+// data, rack configs) call it, so the rows stay few however many changes are made.
+func (s *Store) compactDNSChanges(ctx context.Context, after int) error {
 	var many bool
-	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM dns_changes OFFSET $1)", dnsCompactAfter).Scan(&many); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM dns_changes OFFSET $1)", after).Scan(&many); err != nil {
 		return classify(fmt.Errorf("count DNS changes: %w", err))
 	}
 	if !many {
@@ -174,11 +175,12 @@ const activeMachinesSQL = `SELECT m.uuid, m.name, m.doc FROM machines m
 		WHERE t.machine = m.uuid AND t.used_at IS NOT NULL AND t.closed_at IS NULL))`
 
 // dnsHosts lists the addresses of active machines: their reservation (Address) and the
-// active leases that name them, by machine name then address.
+// active leases that name them, by machine name then address. An Address PostgreSQL cannot
+// read as inet (an IPv6 zone, which netip accepts) is left out rather than failing the zones.
 func dnsHosts(ctx context.Context, tx pgx.Tx) ([]regiondns.Host, error) {
 	rows, err := tx.Query(ctx, `WITH am AS (`+activeMachinesSQL+`)
 		SELECT name, addr FROM (
-			SELECT am.name, NULLIF(am.doc->>'Address', '')::inet AS addr FROM am
+			SELECT am.name, CASE WHEN am.doc->>'Address' ~ '^[0-9A-Fa-f:.]+$' THEN (am.doc->>'Address')::inet END AS addr FROM am
 			UNION
 			SELECT am.name, l.addr FROM leases l JOIN am ON l.doc->>'MachineRef' = am.uuid::text
 			WHERE l.doc->>'State' = 'active'

@@ -32,6 +32,8 @@ func TestDNSDataAndSerial(t *testing.T) {
 	m := &api.Machine{Name: "birdy", Address: "10.5.0.7"}
 	mustCreate(t, s, api.KindMachines, m)
 	mustCreate(t, s, api.KindDNSRecords, &api.DNSRecord{Domain: "a.example", Name: "www", Type: "cname", Data: "birdy.a.example"})
+	// An address with an IPv6 zone is a valid machine Address but no inet: left out.
+	mustCreate(t, s, api.KindMachines, &api.Machine{Name: "zoned", Address: "fe80::1%eth0"})
 
 	d1 := dnsData(t, s)
 	if want := []regiondns.Host{{Name: "birdy", Addr: netip.MustParseAddr("10.5.0.7")}}; !slices.Equal(d1.Hosts, want) {
@@ -69,11 +71,27 @@ func TestDNSDataAndSerial(t *testing.T) {
 		t.Fatalf("after the address changed: serial %d (was %d), hosts %v", d2.Serial, d1.Serial, d2.Hosts)
 	}
 
+	if err := s.CompactDNSChanges(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := dnsData(t, s); d.Serial != d2.Serial {
+		t.Fatalf("compaction moved the serial from %d to %d", d2.Serial, d.Serial)
+	}
+	m.Address = "10.5.0.7"
+	if err := s.Replace(ctx, alice, api.KindMachines, m.Uuid, m); err != nil {
+		t.Fatal(err)
+	}
+	d2 = dnsData(t, s)
+	var rows int
+	if err := s.DB().QueryRow(ctx, "SELECT count(*) FROM dns_changes").Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("change rows after compaction and one change: %d, %v", rows, err)
+	}
+
 	cfg, err := rackConfigDNS(t, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Serial != d2.Serial || cfg.Domain != "a.example" || !slices.Equal(cfg.Zones, []string{"5.10.in-addr.arpa.", "a.example."}) ||
+	if cfg.Serial != d2.Serial || d2.Hosts[0].Addr != netip.MustParseAddr("10.5.0.7") || cfg.Domain != "a.example" || !slices.Equal(cfg.Zones, []string{"5.10.in-addr.arpa.", "a.example."}) ||
 		!slices.Equal(cfg.Upstreams, []string{"192.0.2.53:53"}) {
 		t.Fatalf("rack config DNS %+v", cfg)
 	}

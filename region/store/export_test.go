@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"maps"
 	"slices"
 
@@ -24,3 +25,6 @@ func LatestMigration() (count, version int, err error) {
 
 // KindNames lists the kinds the store has descriptors for.
 func KindNames() []string { return slices.Sorted(maps.Keys(kinds)) }
+
+// CompactDNSChanges folds every DNS change row into the serial's base, however few.
+func (s *Store) CompactDNSChanges(ctx context.Context) error { return s.compactDNSChanges(ctx, 0) }

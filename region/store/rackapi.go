@@ -231,6 +231,9 @@ func configRevision(ctx context.Context, q querier) (RackConfigRevision, error) 
 func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, RackConfigRevision, error) {
 	cfg := api.RackConfig{VLANs: []api.VLAN{}, Subnets: []api.Subnet{}, Reservations: []api.Reservation{}}
 	var rev RackConfigRevision
+	if err := s.compactDNSChanges(ctx, dnsCompactAfter); err != nil {
+		return api.RackConfig{}, rev, err
+	}
 	err := s.snapshot(ctx, func(tx pgx.Tx) error {
 		var err error
 		if rev, err = configRevision(ctx, tx); err != nil {
@@ -293,6 +296,9 @@ func (s *Store) ConfigLeases(ctx context.Context, rackUUID string, subnetIDs []s
 	var out []api.Lease
 	var dns api.RackDNS
 	var rev RackConfigRevision
+	if err := s.compactDNSChanges(ctx, dnsCompactAfter); err != nil {
+		return nil, dns, rev, err
+	}
 	err := s.snapshot(ctx, func(tx pgx.Tx) error {
 		var err error
 		if rev, err = configRevision(ctx, tx); err != nil {
