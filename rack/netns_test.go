@@ -85,6 +85,7 @@ func (v *vethRack) start(t *testing.T, opts ...func(*Options)) {
 	t.Helper()
 	o := rackOptions(t, v.dir)
 	o.DHCPInterfaces, o.DHCPRelayListen, o.TFTPListen = []string{v.rackIf}, "", ""
+	o.HTTPListen = v.serverIP.String() + ":5248" // in the rack's namespace, as its sockets are
 	for _, opt := range opts {
 		opt(&o)
 	}
