@@ -89,6 +89,7 @@ func (v *vethRack) start(t *testing.T, opts ...func(*Options)) {
 	o := rackOptions(t, v.dir)
 	o.DHCPInterfaces, o.DHCPRelayListen, o.TFTPListen = []string{v.rackIf}, "", ""
 	o.SyslogListen = v.syslogListen
+	o.HTTPListen = v.serverIP.String() + ":5248" // in the rack's namespace, as its sockets are
 	for _, opt := range opts {
 		opt(&o)
 	}

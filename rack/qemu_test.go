@@ -59,7 +59,6 @@ func TestQEMUIPXEBoot(t *testing.T) {
 	go srv.Serve(probe)
 	t.Cleanup(func() { srv.Close() })
 	v.start(t, func(o *Options) {
-		o.HTTPListen = v.serverIP.String() + ":5248"
 		o.RouterAdvertisements = true
 		o.Discovery = httpboot.Boot{BootEnv: "probe", Kernel: "http://" + probe.Addr().String() + "/vmlinuz"}
 	})

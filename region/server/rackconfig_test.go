@@ -77,3 +77,28 @@ func (e *env) configLongPolls() float64 {
 	}
 	return v
 }
+
+// TestRackConfigDropsExpiredLeases: a cached config is not served past the expiry of a lease it
+// carries; the next poll leaves the lease out, with no write in between.
+func TestRackConfigDropsExpiredLeases(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rack := e.register(api.RackRegistration{Name: "rack-a"})
+	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f"})["Uuid"]
+	vlan := e.create(api.KindVLANs, map[string]any{"Name": "v", "Fabric": fabric, "VID": 1, "PrimaryRack": rack.Rack.Uuid, "DHCPOn": true})["Uuid"]
+	subnet := e.create(api.KindSubnets, map[string]any{"Name": "s", "CIDR": "10.1.0.0/24", "VLAN": vlan})["Uuid"]
+	now := time.Now().UTC()
+	e.create(api.KindLeases, map[string]any{"Addr": "10.1.0.100", "MAC": "52:54:00:00:01:00", "Subnet": subnet, "State": "active",
+		"Start": now, "Expires": now.Add(2 * time.Second)})
+	path := e.base + "/api/v1/racks/" + rack.Rack.Uuid + "/config"
+	leases := func() int {
+		r := doRequest(t, rack.Token, http.MethodGet, path, nil)
+		var cfg api.RackConfig
+		decodeJSON(t, r, &cfg)
+		return len(cfg.Leases)
+	}
+	if n := leases(); n != 1 {
+		t.Fatalf("config carries %d leases, want the active one", n)
+	}
+	eventually(t, "the expired lease left out", func() bool { return leases() == 0 })
+}
