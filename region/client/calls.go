@@ -47,3 +47,9 @@ func (c *Client) Health(ctx context.Context) error {
 func (c *Client) RackSecret(ctx context.Context) (api.RackSecret, error) {
 	return call[api.RackSecret](ctx, c, request{method: http.MethodGet, path: apiPath("racks", "secret")})
 }
+
+// Enlist reports a booting machine (region/api/enlist.go) with an operator's, admin's or
+// rack's token.
+func (c *Client) Enlist(ctx context.Context, e api.Enlistment) (api.EnlistResult, error) {
+	return call[api.EnlistResult](ctx, c, request{method: http.MethodPost, path: apiPath("enlist"), in: e})
+}

@@ -32,6 +32,9 @@ func (c *Client) Subnets() Resource[api.Subnet]   { return For[api.Subnet](c, ap
 func (c *Client) Leases() Resource[api.Lease]     { return For[api.Lease](c, api.KindLeases) }
 func (c *Client) Racks() Resource[api.Rack]       { return For[api.Rack](c, api.KindRacks) }
 func (c *Client) Users() Resource[api.User]       { return For[api.User](c, api.KindUsers) }
+func (c *Client) CommissioningScripts() Resource[api.CommissioningScript] {
+	return For[api.CommissioningScript](c, api.KindCommissioningScripts)
+}
 
 // List returns the objects matching DRP-style filters (Field=value, plus "offset"/"limit");
 // nil lists everything, page after page. An empty result is an empty, non-nil slice.

@@ -64,6 +64,7 @@ var kinds = []kind{
 	kindOf[api.Rack](api.KindRacks, ""),
 	kindOf[api.User](api.KindUsers, ""),
 	kindOf[api.Task](api.KindTasks, ""),
+	kindOf[api.CommissioningScript](api.KindCommissioningScripts, ""),
 }
 
 func kindNamed(name string) kind {

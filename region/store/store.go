@@ -80,6 +80,8 @@ var kinds = map[string]kindOps{
 	api.KindRacks:    racks,
 	api.KindUsers:    users,
 	api.KindTasks:    tasks,
+
+	api.KindCommissioningScripts: commissioningScripts,
 }
 
 func lookup(kind string) (kindOps, error) {
@@ -177,11 +179,19 @@ var uniqueKeys = map[string]uniqueKey{
 			}
 			return fmt.Sprintf("MAC %s belongs to machine %s", mac, owner)
 		}},
-	"jobs_pkey":              {noun: "job", field: "Uuid"},
-	"profiles_pkey":          {noun: "profile", field: "Name"},
-	"pools_pkey":             {noun: "pool", field: "Name"},
-	"users_pkey":             {noun: "user", field: "Name"},
-	"tasks_pkey":             {noun: "task", field: "Name"},
+	"jobs_pkey":                  {noun: "job", field: "Uuid"},
+	"profiles_pkey":              {noun: "profile", field: "Name"},
+	"pools_pkey":                 {noun: "pool", field: "Name"},
+	"users_pkey":                 {noun: "user", field: "Name"},
+	"tasks_pkey":                 {noun: "task", field: "Name"},
+	"commissioning_scripts_pkey": {noun: "commissioning script", field: "Name"},
+	"machine_identities_pkey": {owner: "SELECT m.name || ' (' || m.uuid || ')' FROM machine_identities mi JOIN machines m ON m.uuid = mi.machine WHERE mi.value = $1 LIMIT 1",
+		message: func(identity, owner string) string {
+			if owner == "" {
+				return fmt.Sprintf("SMBIOS UUID, serial or BMC address %s is already in use", identity)
+			}
+			return fmt.Sprintf("SMBIOS UUID, serial or BMC address %s belongs to machine %s", identity, owner)
+		}},
 	"racks_pkey":             {noun: "rack", field: "Uuid", owner: "SELECT 'name ' || name FROM racks WHERE uuid = $1::uuid"},
 	"racks_name_key":         {noun: "rack", field: "Name", owner: "SELECT 'uuid ' || uuid FROM racks WHERE name = $1"},
 	"fabrics_pkey":           {noun: "fabric", field: "Uuid", owner: "SELECT 'name ' || name FROM fabrics WHERE uuid = $1::uuid"},
