@@ -17,7 +17,7 @@ var tasks = newKind(kind[api.Task]{
 	columns: func(t *api.Task) []column {
 		return []column{{"name", t.Name}}
 	},
-	prepare: func(t, _ *api.Task) { emptyMeta(&t.Meta) },
+	prepare:  func(t, _ *api.Task) { emptyMeta(&t.Meta) },
 	validate: func(t *api.Task) error { return validNamedScript("task", t.Name, t.TimeoutSeconds, t.Script) },
 })
 
