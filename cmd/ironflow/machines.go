@@ -34,7 +34,7 @@ var machines = noun[api.Machine]{
 }
 
 func newMachinesCommand() *cobra.Command {
-	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand())...)
+	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachinesInventoryCommand())...)
 }
 
 func newMigrateTicketCommand() *cobra.Command {

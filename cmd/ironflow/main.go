@@ -66,6 +66,7 @@ func newRootCommand() *cobra.Command {
 		newWorkerCommand(),
 		newMigrationsCommand(),
 		newAgentCommand(),
+		newCommissioningScriptsCommand(),
 	)
 	return root
 }

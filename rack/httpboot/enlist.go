@@ -16,9 +16,6 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 )
 
-// CmdlineURL is the kernel parameter that tells the discovery environment the rack's URL.
-const CmdlineURL = "ironflow.url"
-
 // Enlister forwards enlistment to the region with the rack's own credential (the rack's
 // region API implements it): machines that boot unknown have none.
 type Enlister interface {

@@ -63,9 +63,9 @@ var discovery = Boot{BootEnv: "discovery", Kernel: "discovery/vmlinuz", Initrds:
 type testRack struct {
 	url      string // base URL of the HTTP boot server
 	enlister *enlister
-	dir  string // boot directory
-	link *regionlink.Link
-	srv  *Server
+	dir      string // boot directory
+	link     *regionlink.Link
+	srv      *Server
 }
 
 // startRack serves a boot directory and proxies to the given regions; it stops with the test.

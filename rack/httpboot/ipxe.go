@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/template"
 	"unicode"
+
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // BootEnvLocal makes a machine boot from its local disk.
@@ -137,11 +139,11 @@ func bootScriptData(base, what string, mac net.HardwareAddr, boot Boot) machineS
 }
 
 // discoveryScript boots the discovery environment (validated by New), telling it where the
-// rack is (ironflow.url, which `ironflow agent enlist` reads from /proc/cmdline). what is ""
+// rack is (api.KernelParamURL, which `ironflow agent enlist` reads from /proc/cmdline). what is ""
 // inside the enlistment script, whose header is already written.
 func (s *Server) discoveryScript(base string, mac net.HardwareAddr, what string, notes ...string) machineScriptData {
 	boot := s.cfg.Discovery
-	boot.Cmdline = strings.TrimSpace(boot.Cmdline + " " + CmdlineURL + "=" + base)
+	boot.Cmdline = strings.TrimSpace(boot.Cmdline + " " + api.KernelParamURL + "=" + base)
 	data := bootScriptData(base, what, mac, boot)
 	data.Notes = notes
 	return data

@@ -27,6 +27,10 @@ type CommissioningScript struct {
 	Meta           map[string]string `json:"Meta"`
 }
 
+// KernelParamURL is the kernel parameter the rack adds to the discovery environment's
+// command line: its own URL, where `ironflow agent enlist` reports.
+const KernelParamURL = "ironflow.url"
+
 // Machine statuses set by enlistment.
 const (
 	StatusNew   = "New"   // enlisted, not commissioned yet
