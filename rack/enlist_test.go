@@ -4,11 +4,16 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/agent/enlist"
+	"github.com/ironflow/ironflow/agent/inventory"
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
@@ -137,5 +142,75 @@ func TestConflictingEnlistmentIsRefusedThroughTheRack(t *testing.T) {
 	}
 	if len(evs) == 0 || evs[0].Action != "enlist-refused" || !strings.HasPrefix(evs[0].Actor, "rack:") {
 		t.Fatalf("latest machine event %+v, want enlist-refused by the rack", evs)
+	}
+}
+
+// `ironflow agent enlist` in the discovery environment reports through the rack (no
+// credential of its own): the region records this host's inventory and the commissioning
+// results on the machine an operator declared by one non-PXE MAC only.
+func TestAgentEnlistThroughTheRackMatchesADeclaredMAC(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	racks := startServingRacks(t, reg, 1)
+	c := reg.admin()
+	for _, s := range []api.CommissioningScript{
+		{Name: "00-uname", Script: "uname -s"},
+		{Name: "10-fails", Script: "echo broken >&2; exit 3"},
+		{Name: "20-chatty", Script: "yes 0123456789 | head -c 20000; echo; echo last line"},
+	} {
+		if _, err := c.CommissioningScripts().Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, err := inventory.Gather(ctx, inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(host.Interfaces) == 0 {
+		t.Skip("this host has no network interface with a MAC")
+	}
+	declaredMAC := host.Interfaces[0].MAC // a device-backed NIC when there is one: it stays
+	declared, err := c.Machines().Create(ctx, api.Machine{Name: "declared", HardwareAddrs: []string{declaredMAC}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := enlist.Run(ctx, enlist.Options{URL: racks[0], Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created || res.Machine != declared.Uuid || res.Status != api.StatusReady {
+		t.Fatalf("enlistment %+v, want the declared machine %s, Ready", res, declared.Uuid)
+	}
+	m, err := c.Machines().Get(ctx, declared.Uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := m.Enlisted.Inventory
+	hostname, _ := os.Hostname()
+	if inv == nil || inv.Hostname != hostname || inv.MemoryMiB <= 0 || inv.CPU.Count <= 0 || inv.Arch != runtime.GOARCH {
+		t.Fatalf("recorded inventory %+v", inv)
+	}
+	for _, ifc := range inv.Interfaces {
+		if !slices.Contains(m.HardwareAddrs, ifc.MAC) {
+			t.Errorf("the machine's MACs %v lack the reported %s (%s)", m.HardwareAddrs, ifc.MAC, ifc.Name)
+		}
+	}
+	if len(m.Enlisted.Commissioning) != 3 {
+		t.Fatalf("commissioning results %+v", m.Enlisted.Commissioning)
+	}
+	uname, fails, chatty := m.Enlisted.Commissioning[0], m.Enlisted.Commissioning[1], m.Enlisted.Commissioning[2]
+	if uname.ExitCode != 0 || strings.TrimSpace(uname.Output) != "Linux" || fails.ExitCode != 3 || fails.Output != "broken\n" {
+		t.Errorf("results: %+v, %+v", uname, fails)
+	}
+	if !chatty.Truncated || len(chatty.Output) > api.MaxCommissionOutput || !strings.HasSuffix(chatty.Output, "last line\n") {
+		t.Errorf("chatty script: truncated %v, %d bytes, ends %q", chatty.Truncated, len(chatty.Output), chatty.Output[max(0, len(chatty.Output)-20):])
+	}
+	evs, err := c.Events(ctx, url.Values{"Key": {declared.Uuid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) == 0 || evs[0].Action != "enlist" || !strings.HasPrefix(evs[0].Actor, "rack:") {
+		t.Fatalf("latest event of the machine %+v, want enlist by the rack", evs)
 	}
 }
