@@ -74,7 +74,7 @@ func inventoryRows(m api.Machine) [][2]string {
 			[2]string{"Hostname", inv.Hostname},
 			[2]string{"CPU", fmt.Sprintf("%d × %s (%s)", inv.CPU.Count, inv.CPU.Model, inv.Arch)},
 			[2]string{"Memory", strconv.FormatInt(inv.MemoryMiB, 10) + " MiB"},
-			[2]string{"SMBIOS", strings.TrimSpace(fmt.Sprintf("%s %s serial %q BIOS %s %s", inv.SMBIOS.Manufacturer, inv.SMBIOS.Product, inv.SMBIOS.Serial, inv.SMBIOS.BIOSVendor, inv.SMBIOS.BIOSVersion))})
+			[2]string{"SMBIOS", smbiosCell(inv.SMBIOS)})
 		for _, i := range inv.Interfaces {
 			rows = append(rows, [2]string{"Interface " + i.Name, strings.TrimSpace(i.MAC + " " + strings.Join(i.Addrs, " "))})
 		}
@@ -90,6 +90,13 @@ func inventoryRows(m api.Machine) [][2]string {
 		rows = append(rows, [2]string{"Script " + c.Script, out})
 	}
 	return append(rows, [2]string{"Enlisted", cellTime(e.Time)})
+}
+
+func smbiosCell(s api.SMBIOS) string {
+	if s == (api.SMBIOS{}) {
+		return "(not readable)"
+	}
+	return fmt.Sprintf("%s %s, serial %q, UUID %s, BIOS %s %s", s.Manufacturer, s.Product, s.Serial, s.UUID, s.BIOSVendor, s.BIOSVersion)
 }
 
 var inventoryColumns = []column[[2]string]{

@@ -115,8 +115,8 @@ func scriptNote(text string) string {
 		}
 		return r
 	}, text)
-	if len(clean) > 200 {
-		clean = clean[:200] + "..."
+	if len(clean) > 400 {
+		clean = clean[:400] + "..."
 	}
 	return clean
 }

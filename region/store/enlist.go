@@ -113,7 +113,8 @@ type report struct {
 	macs []string // canonical; the booting interface first
 	// The identities the report carries; "" where it carries none.
 	systemUUID, ssnHash, bmc string
-	arch                     string // GOARCH
+	arch                     string            // GOARCH
+	ownerNames               map[string]string // names of the machines holding its identities, by UUID
 }
 
 func (r *report) identities() []identity {
@@ -316,7 +317,7 @@ func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment) (api
 			return err
 		case 1:
 			for id := range owners {
-				res, refused, err = updateEnlisted(ctx, tx, by, r, id, owners[id])
+				res, refused, err = updateEnlisted(ctx, tx, by, r, id, owners[id].holds)
 			}
 		default:
 			refused = conflictf("the enlistment of %s is refused: its identities belong to %d machines (%s)", r.macs[0], len(owners), describeOwners(owners))
@@ -340,34 +341,46 @@ func rackOf(r *report) string {
 	return ""
 }
 
-// identityOwners maps each machine holding one of the report's identities to what it holds.
-func identityOwners(ctx context.Context, tx pgx.Tx, r *report) (map[string][]string, error) {
+// owner is a machine holding some of a report's identities.
+type owner struct {
+	name  string
+	holds []string // "MAC 52:54:…", "bmc 10.0.0.1"
+}
+
+// identityOwners maps each machine (by UUID) holding one of the report's identities to what
+// it holds.
+func identityOwners(ctx context.Context, tx pgx.Tx, r *report) (map[string]*owner, error) {
 	var kinds, values []string
 	for _, id := range r.identities() {
 		kinds, values = append(kinds, id.kind), append(values, id.value)
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT machine::text, 'MAC ' || mac FROM machine_macs WHERE mac = ANY($1::text[])
-		UNION ALL
-		SELECT mi.machine::text, mi.kind || ' ' || mi.value FROM machine_identities mi
-			JOIN unnest($2::text[], $3::text[]) AS r(kind, value) ON (mi.kind, mi.value) = (r.kind, r.value)
-		ORDER BY 1, 2`, r.macs, kinds, values)
+		SELECT held.machine, m.name, held.what FROM (
+			SELECT machine, 'MAC ' || mac AS what FROM machine_macs WHERE mac = ANY($1::text[])
+			UNION ALL
+			SELECT mi.machine, mi.kind || ' ' || mi.value FROM machine_identities mi
+				JOIN unnest($2::text[], $3::text[]) AS r(kind, value) ON (mi.kind, mi.value) = (r.kind, r.value)
+		) held JOIN machines m ON m.uuid = held.machine
+		ORDER BY 2, 3`, r.macs, kinds, values)
 	if err != nil {
 		return nil, err
 	}
-	owners := map[string][]string{}
-	var machine, what string
-	_, err = pgx.ForEachRow(rows, []any{&machine, &what}, func() error {
-		owners[machine] = append(owners[machine], what)
+	owners := map[string]*owner{}
+	var machine, name, what string
+	_, err = pgx.ForEachRow(rows, []any{&machine, &name, &what}, func() error {
+		if owners[machine] == nil {
+			owners[machine] = &owner{name: name}
+		}
+		owners[machine].holds = append(owners[machine].holds, what)
 		return nil
 	})
 	return owners, err
 }
 
-func describeOwners(owners map[string][]string) string {
+func describeOwners(owners map[string]*owner) string {
 	var parts []string
-	for _, id := range slices.Sorted(maps.Keys(owners)) {
-		parts = append(parts, "machine "+id+" holds "+strings.Join(owners[id], ", "))
+	for _, id := range slices.SortedFunc(maps.Keys(owners), func(a, b string) int { return strings.Compare(owners[a].name, owners[b].name) }) {
+		parts = append(parts, owners[id].name+" holds "+strings.Join(owners[id].holds, ", "))
 	}
 	return strings.Join(parts, "; ")
 }
