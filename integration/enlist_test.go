@@ -62,9 +62,13 @@ func TestEnlistedMachineMigrates(t *testing.T) {
 	if moved.Status != api.StatusReady || string(mustJSON(t, moved.Enlisted)) != string(mustJSON(t, m.Enlisted)) {
 		t.Fatalf("region-b holds %+v, want the enlistment of region-a %+v", moved.Enlisted, m.Enlisted)
 	}
-	// On region-b the moved machine is matched by its MACs like any machine enlisted there.
-	again, err := b.Enlist(ctx, api.Enlistment{Inventory: m.Enlisted.Inventory})
+	// On region-b the moved machine is matched by its MACs like any machine enlisted there:
+	// its iPXE report finds it, and it is not commissioned again unasked.
+	again, err := b.Enlist(ctx, api.Enlistment{Boot: &api.BootFacts{MAC: host.Interfaces[0].MAC}})
 	if err != nil || again.Machine != declared.Uuid || again.Created {
-		t.Fatalf("enlisting again on region-b: %+v, %v", again, err)
+		t.Fatalf("booting again on region-b: %+v, %v", again, err)
+	}
+	if _, err := b.Enlist(ctx, api.Enlistment{Inventory: m.Enlisted.Inventory}); err == nil || !strings.Contains(err.Error(), "Ready already") {
+		t.Fatalf("commissioning a Ready machine again: %v", err)
 	}
 }

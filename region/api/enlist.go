@@ -14,8 +14,9 @@ import "time"
 // every identity it carries: its MACs, SMBIOS UUID and serial (Fingerprint.SystemUUID,
 // Fingerprint.SSNHash) and BMC address. No match creates a machine in the New state; one
 // match updates it; a report whose identities belong to several machines, or contradict the
-// matched machine's, is refused (409) with an "enlist-refused" audit event and changes
-// nothing.
+// matched machine's, or that brings an inventory for a machine already Ready (an operator
+// sets Status back to New to commission it again), is refused (409) with an "enlist-refused"
+// audit event and changes nothing.
 
 // CommissioningScript is a script the discovery environment runs on every enlisting machine;
 // its output is recorded in the machine's Inventory.

@@ -294,8 +294,9 @@ func checkCommissioning(results []api.CommissioningResult) error {
 // Enlist records a booting machine's report (region/api/enlist.go): it creates a machine in
 // the New state, or updates the one machine the report's identities match. A report whose
 // identities belong to several machines, that contradicts the matched machine's stored
-// identities, or that matches a machine a migration holds or that is locked, is refused with
-// ErrConflict and an "enlist-refused" audit event; nothing else changes.
+// identities, that matches a machine a migration holds or that is locked, or that brings an
+// inventory for a machine already Ready, is refused with ErrConflict and an "enlist-refused"
+// audit event; nothing else changes.
 func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment) (api.EnlistResult, error) {
 	r, err := parseEnlistment(e)
 	if err != nil {
@@ -436,6 +437,11 @@ func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id 
 		return res, conflictf("the enlistment of %s matches machine %s (%s), which migration %s holds", r.macs[0], m.Name, m.Uuid, held), nil
 	case m.Locked:
 		return res, conflictf("the enlistment of %s matches machine %s (%s), which is locked", r.macs[0], m.Name, m.Uuid), nil
+	case r.e.Inventory != nil && m.Status == api.StatusReady:
+		// Reports come from the machine network without a credential of their own: what a
+		// commissioned machine is stays as recorded until an operator asks for it again.
+		return res, conflictf("the enlistment of %s matches machine %s (%s), which is %s already; set its Status to %s to commission it again",
+			r.macs[0], m.Name, m.Uuid, api.StatusReady, api.StatusNew), nil
 	}
 	stored := map[string]string{}
 	for _, s := range machineIdentities(m) {

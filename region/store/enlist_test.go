@@ -108,6 +108,16 @@ func TestEnlistMatchesDeclaredByBMCOrNonPXEMAC(t *testing.T) {
 		len(got.Enlisted.Commissioning) != 1 || len(got.HardwareAddrs) != 2 {
 		t.Fatalf("declared machine after enlistment: %+v", got)
 	}
+	// A Ready machine's inventory stays until an operator asks for commissioning again.
+	_, err = s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", ""))
+	wantErr(t, err, store.ErrConflict, "set its Status to New")
+	got.Status = api.StatusNew
+	if err := s.Replace(ctx, alice, api.KindMachines, got.Uuid, &got); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", "")); err != nil || res.Status != api.StatusReady {
+		t.Fatalf("commissioning again: %+v, %v", res, err)
+	}
 }
 
 // A report whose MACs belong to two machines is refused with an audit event and changes
