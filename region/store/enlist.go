@@ -470,6 +470,9 @@ func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id 
 	if m.Arch == "" {
 		m.Arch = r.arch
 	}
+	if m.Rack == "" { // the rack it first booted through; a rack transfer takes it along
+		m.Rack = rackOf(r)
+	}
 	if m.Status == "" {
 		m.Status = api.StatusNew
 	}
