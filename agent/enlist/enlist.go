@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -151,7 +152,11 @@ func runScript(ctx context.Context, s api.CommissioningScript) api.Commissioning
 	out := &tail{max: api.MaxCommissionOutput}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", s.Script)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = 5 * time.Second // a child holding the output open cannot keep the run going
+	// A timeout ends the script's children too (its own process group), and one that still
+	// holds the output open cannot keep the run going past WaitDelay.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	res := api.CommissioningResult{Script: s.Name, ExitCode: -1}
 	if cmd.ProcessState != nil {
