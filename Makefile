@@ -60,6 +60,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 30s ./rack/dhcp/
 	$(GO) test -run '^$$' -fuzz FuzzResolve -fuzztime 30s ./rack/bootfs/
 	$(GO) test -run '^$$' -fuzz FuzzHandle -fuzztime 30s ./rack/dns/
+	$(GO) test -run '^$$' -fuzz FuzzEnlistScript -fuzztime 20s ./rack/httpboot/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeObject -fuzztime 20s ./region/server/
 	$(GO) test -run '^$$' -fuzz FuzzListQuery -fuzztime 20s ./region/server/
 	$(GO) test -run '^$$' -fuzz FuzzParseKey -fuzztime 20s ./region/store/

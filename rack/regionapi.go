@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ironflow/ironflow/rack/dns"
@@ -65,37 +67,61 @@ type regionAPI struct {
 
 // post sends in as JSON to the rack's path and decodes the answer into out.
 func (r regionAPI) post(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+	return r.call(ctx, http.MethodPost, api.PathPrefix+"/racks/"+r.rack+path, in, out)
+}
+
+// call sends in (if not nil) as JSON to path with the rack's token and decodes a 2xx answer
+// into out.
+func (r regionAPI) call(ctx context.Context, method, full string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", full, err)
+		}
+		body = bytes.NewReader(data)
 	}
-	full := api.PathPrefix + "/racks/" + r.rack + path
-	req, err := http.NewRequestWithContext(asRack(ctx), http.MethodPost, "", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(asRack(ctx), method, "", body)
 	if err != nil {
 		return err
 	}
-	req.URL = &url.URL{Path: full}
-	req.Header.Set("Content-Type", "application/json")
+	path, query, _ := strings.Cut(full, "?")
+	req.URL = &url.URL{Path: path, RawQuery: query}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := r.link.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", full, err)
+		return fmt.Errorf("%s %s: %w", method, full, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", full, err)
+		return fmt.Errorf("%s %s: %w", method, full, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var e api.Error
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = string(bytes.TrimSpace(data[:min(len(data), 512)]))
 		}
-		return &statusError{path: full, status: resp.Status, code: resp.StatusCode, msg: e.Error}
+		return &statusError{method: method, path: full, status: resp.Status, code: resp.StatusCode, msg: e.Error}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("POST %s: decode answer: %w", full, err)
+		return fmt.Errorf("%s %s: decode answer: %w", method, full, err)
 	}
 	return nil
+}
+
+// Enlist implements httpboot.Enlister: the rack forwards a booting machine's report.
+func (r regionAPI) Enlist(ctx context.Context, e api.Enlistment) (api.EnlistResult, error) {
+	var res api.EnlistResult
+	return res, r.call(ctx, http.MethodPost, api.PathPrefix+"/enlist", e, &res)
+}
+
+// CommissioningScripts implements httpboot.Enlister.
+func (r regionAPI) CommissioningScripts(ctx context.Context) ([]api.CommissioningScript, error) {
+	scripts := []api.CommissioningScript{}
+	return scripts, r.call(ctx, http.MethodGet, api.PathPrefix+"/"+api.KindCommissioningScripts+"?limit="+strconv.Itoa(api.MaxCommissioning), nil, &scripts)
 }
 
 // heartbeat reports the rack's health to the region.
@@ -106,16 +132,20 @@ func (r regionAPI) heartbeat(ctx context.Context, hb api.RackHeartbeat) error {
 
 // statusError is a region's answer other than 200 to one of the rack's calls.
 type statusError struct {
-	path, status, msg string
-	code              int
+	method, path, status, msg string
+	code                      int
 }
 
 func (e *statusError) Error() string {
-	return fmt.Sprintf("POST %s: %s: %s", e.path, e.status, e.msg)
+	return fmt.Sprintf("%s %s: %s: %s", e.method, e.path, e.status, e.msg)
 }
 
-// SyncLeases implements leases.Syncer: one POST per batch, a refusal of its content marked
-// leases.ErrBatchRefused.
+// StatusCode implements httpboot.StatusCoder.
+func (e *statusError) StatusCode() int { return e.code }
+
+// SyncLeases implements leases.Syncer: one POST per batch. A 400, 409, 413, 422 or 500 is
+// about the batch's content (the region answers 503 when its database is down, 401/403/404
+// when it does not know or trust the rack), so it is marked leases.ErrBatchRefused.
 func (r regionAPI) SyncLeases(ctx context.Context, batch []api.Lease) (api.LeaseSyncResult, error) {
 	var res api.LeaseSyncResult
 	return res, markRefusal(r.post(ctx, "/leases", batch, &res), leases.ErrBatchRefused)

@@ -172,7 +172,7 @@ func open(o Options) (_ *process, err error) {
 		}
 		if o.HTTPListen != "" {
 			srv, err := httpboot.New(httpboot.Config{Dir: dir, Machines: cfg, Discovery: o.Discovery,
-				Region: p.link, Registry: reg, Logger: p.log})
+				Region: p.link, Enlister: p.ctrl.region, Registry: reg, Logger: p.log})
 			if err != nil {
 				return nil, err
 			}

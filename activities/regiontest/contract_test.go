@@ -503,7 +503,7 @@ var contract = []contractCase{
 	{"pause holds a rack, unpause lets it go", func(t *testing.T, p pair) {
 		p.src.putRack(t, rackA())
 		for range 2 {
-			if r := must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID)); r.Status != api.RackPaused {
+			if r := must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID, api.RackHold{})); r.Status != api.RackPaused {
 				t.Errorf("paused rack: %+v", r)
 			}
 		}
@@ -512,10 +512,38 @@ var contract = []contractCase{
 				t.Errorf("unpaused rack: %+v", r)
 			}
 		}
-		_, err := p.src.rack.PauseRack(ctx, unknownUUID)
+		_, err := p.src.rack.PauseRack(ctx, unknownUUID, api.RackHold{})
 		wantStatus(t, "pause no rack", err, http.StatusNotFound)
 		_, err = p.src.rack.GetRack(ctx, unknownUUID)
 		wantStatus(t, "get no rack", err, http.StatusNotFound)
+	}},
+	{"a transfer run's hold refuses another run, and its recovery ends it once", func(t *testing.T, p pair) {
+		p.src.putRack(t, rackA())
+		first := api.RackHold{Transfer: "transfer-rack/" + rackUUID, Run: "run-1", From: "a", To: "b"}
+		second := first
+		second.Run = "run-2"
+		r := must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID, first))
+		if got := api.RackHoldOf(r); got.Run != "run-1" || got.Role != api.TransferSource {
+			t.Errorf("hold of the paused rack: %+v", got)
+		}
+		_, err := p.src.rack.PauseRack(ctx, rackUUID, second)
+		wantStatus(t, "pause for another run", err, http.StatusConflict)
+		_, err = p.src.rack.RecoverRackTransfer(ctx, rackUUID, api.RackRecovery{Hold: api.RackHoldOf(r), Action: "explode"})
+		wantStatus(t, "unknown recovery action", err, http.StatusUnprocessableEntity)
+		held := api.RackHoldOf(r)
+		other := held
+		other.Run = "run-2"
+		_, err = p.src.rack.RecoverRackTransfer(ctx, rackUUID, api.RackRecovery{Hold: other, Action: api.RecoverUnpause})
+		wantStatus(t, "recover another run's hold", err, http.StatusConflict)
+		for i, want := range []bool{true, false} {
+			got := must[api.RackRecovered](t, "recover")(p.src.rack.RecoverRackTransfer(ctx, rackUUID, api.RackRecovery{Hold: held, Action: api.RecoverUnpause}))
+			if got.Done != want {
+				t.Errorf("recovery %d: Done %v, want %v", i+1, got.Done, want)
+			}
+		}
+		if r := must[api.Rack](t, "get")(p.src.rack.GetRack(ctx, rackUUID)); r.Status == api.RackPaused || !api.RackHoldOf(r).IsZero() {
+			t.Errorf("recovered rack: %+v", r)
+		}
 	}},
 	{"a rack exports with the machines behind it", func(t *testing.T, p pair) {
 		p.src.putRack(t, rackA())
@@ -566,7 +594,7 @@ var contract = []contractCase{
 	{"only a paused rack is handed over", func(t *testing.T, p pair) {
 		p.src.putRack(t, rackA())
 		wantStatus(t, "hand over a rack not paused", p.src.rack.HandOverRack(ctx, rackUUID), http.StatusConflict)
-		must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID))
+		must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID, api.RackHold{}))
 		wantStatus(t, "hand over", p.src.rack.HandOverRack(ctx, rackUUID), 0)
 		_, err := p.src.rack.GetRack(ctx, rackUUID)
 		wantStatus(t, "get the handed-over rack", err, http.StatusNotFound)
@@ -575,7 +603,7 @@ var contract = []contractCase{
 	{"a paused rack's operations are released once, with those handed over", func(t *testing.T, p pair) {
 		p.src.putRack(t, rackA())
 		p.src.putMachine(t, api.Machine{Uuid: machineUUID, Name: "robin", Rack: rackUUID})
-		must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID))
+		must[api.Rack](t, "pause")(p.src.rack.PauseRack(ctx, rackUUID, api.RackHold{}))
 		p.src.queueOp(t, rackUUID, api.PendingOperation{Target: machineUUID, Kind: "power", Payload: map[string]any{"Action": "on"}})
 		if ops := must[[]api.PendingOperation](t, "list")(p.src.rack.RackOperations(ctx, rackUUID)); len(ops) != 1 || ops[0].Target != machineUUID {
 			t.Errorf("queued: %+v", ops)

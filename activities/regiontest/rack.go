@@ -88,25 +88,83 @@ func rackOp[T any](r *Region, method, rack string, record bool, fn func(*rackSta
 }
 
 // PauseRack implements activities.RackRegion.
-func (r *Region) PauseRack(_ context.Context, rack string) (api.Rack, error) {
-	return r.setPaused("PauseRack", rack, true)
+func (r *Region) PauseRack(_ context.Context, rack string, hold api.RackHold) (api.Rack, error) {
+	if !hold.IsZero() {
+		hold.Role = api.TransferSource
+	}
+	return r.setPaused("PauseRack", rack, true, hold)
 }
 
 // UnpauseRack implements activities.RackRegion.
 func (r *Region) UnpauseRack(_ context.Context, rack string) (api.Rack, error) {
-	return r.setPaused("UnpauseRack", rack, false)
+	return r.setPaused("UnpauseRack", rack, false, api.RackHold{})
 }
 
-func (r *Region) setPaused(method, rack string, paused bool) (api.Rack, error) {
+// setPaused pauses the rack for hold, or ends its pause and hold; a rack paused by another
+// run is refused.
+func (r *Region) setPaused(method, rack string, paused bool, hold api.RackHold) (api.Rack, error) {
 	return rackOp(r, method, rack, true, func(s *rackState) (api.Rack, error) {
-		if (s.rack.Status == api.RackPaused) != paused {
-			s.rack.Status = api.RackOffline // the fake's racks send no heartbeats
-			if paused {
-				s.rack.Status = api.RackPaused
-			}
+		held := api.RackHoldOf(s.rack)
+		sameRun := held.Transfer == hold.Transfer && held.Run == hold.Run
+		if paused && s.rack.Status == api.RackPaused && !held.IsZero() && !hold.IsZero() && !sameRun {
+			return s.rack, apiErr(http.StatusConflict, "rack %s is paused by transfer %s (run %s), which is not this one", s.rack.Name, held.Transfer, held.Run)
 		}
+		if (s.rack.Status == api.RackPaused) == paused && (held == hold || hold.IsZero() && paused) {
+			return s.rack, nil
+		}
+		writePaused(s, paused, hold)
 		return s.rack, nil
 	})
+}
+
+// writePaused sets the rack of s paused or not, held by hold (zero: by no transfer).
+func writePaused(s *rackState, paused bool, hold api.RackHold) {
+	s.rack.Meta = maps.Clone(s.rack.Meta)
+	if s.rack.Meta == nil {
+		s.rack.Meta = map[string]string{}
+	}
+	hold.Record(s.rack.Meta)
+	s.rack.Status = api.RackOffline // the fake's racks send no heartbeats
+	if paused {
+		s.rack.Status = api.RackPaused
+	}
+}
+
+// RecoverRackTransfer implements activities.RackRegion as region/store/transfer_recovery.go
+// does: the action is done on a rack rec.Hold still holds, nothing on a rack no longer held
+// (Done false), and a rack another run holds is refused.
+func (r *Region) RecoverRackTransfer(_ context.Context, rack string, rec api.RackRecovery) (api.RackRecovered, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("RecoverRackTransfer", rack+" "+rec.Action, true); err != nil {
+		return api.RackRecovered{}, err
+	}
+	if rec.Hold.IsZero() || rec.Hold.Run == "" {
+		return api.RackRecovered{}, apiErr(http.StatusUnprocessableEntity, "a recovery names the transfer run whose hold it ends (Hold.Transfer and Hold.Run)")
+	}
+	s, ok := r.racks[rack]
+	if !ok {
+		return api.RackRecovered{}, nil
+	}
+	switch held := api.RackHoldOf(s.rack); {
+	case held.IsZero():
+		return api.RackRecovered{}, nil
+	case held != rec.Hold:
+		return api.RackRecovered{}, apiErr(http.StatusConflict, "rack %s is held by transfer %s (run %s), not by run %s: nothing was recovered", s.rack.Name, held.Transfer, held.Run, rec.Hold.Run)
+	}
+	switch rec.Action {
+	case api.RecoverUnpause:
+		writePaused(s, false, api.RackHold{})
+	case api.RecoverDeleteCopy:
+		if s.imported {
+			delete(r.racks, rack)
+		}
+	case api.RecoverHandOver:
+		delete(r.racks, rack)
+	default:
+		return api.RackRecovered{}, apiErr(http.StatusUnprocessableEntity, "unknown recovery action %q", rec.Action)
+	}
+	return api.RackRecovered{Done: true}, nil
 }
 
 // ExportRack implements activities.RackRegion: the rack, its network and the machines
@@ -209,6 +267,16 @@ func (r *Region) ImportRack(_ context.Context, b api.RackBundle) (api.RackImport
 		res.Created = 1 + len(b.Fabrics) + len(b.VLANs) + len(b.Subnets) + len(b.Pods)
 		rack := b.Rack
 		rack.Status, rack.RegionEndpoints = api.RackPaused, []string{}
+		rack.Meta = maps.Clone(rack.Meta)
+		if rack.Meta == nil {
+			rack.Meta = map[string]string{}
+		}
+		hold := api.RackHold{}
+		if b.Hold != nil && !b.Hold.IsZero() {
+			hold = *b.Hold
+			hold.Role = api.TransferTarget
+		}
+		hold.Record(rack.Meta) // the source's hold, exported with the rack, is not the target's
 		r.racks[rack.Uuid] = &rackState{rack: rack, network: cloneNetwork(b), imported: true}
 	}
 	return res, nil

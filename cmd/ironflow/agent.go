@@ -36,5 +36,6 @@ func newAgentCommand() *cobra.Command {
 	}
 	c.Flags().String(flagAgentConfig, defaultAgentConfig, "agent config file"+envHelp(envAgentConfig))
 	addLogFlags(c)
+	c.AddCommand(newAgentEnlistCommand())
 	return c
 }

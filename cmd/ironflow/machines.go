@@ -36,7 +36,7 @@ var machines = noun[api.Machine]{
 }
 
 func newMachinesCommand() *cobra.Command {
-	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand())...)
+	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand(), newMachinesInventoryCommand())...)
 }
 
 func newMigrateTicketCommand() *cobra.Command {

@@ -68,6 +68,7 @@ func newRootCommand() *cobra.Command {
 		newWorkerCommand(),
 		newMigrationsCommand(),
 		newAgentCommand(),
+		newCommissioningScriptsCommand(),
 	)
 	return root
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/rack/regionlink"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // machines is a MachineLookup over a map keyed by MAC string; errMAC makes lookups fail.
@@ -35,14 +36,36 @@ func (m machines) BootByMAC(_ context.Context, mac net.HardwareAddr) (Boot, bool
 	return b, ok, nil
 }
 
+// enlister records the reports it forwards; err makes forwarding fail.
+type enlister struct {
+	mu      sync.Mutex
+	reports []api.Enlistment
+	err     error
+}
+
+func (e *enlister) Enlist(_ context.Context, r api.Enlistment) (api.EnlistResult, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return api.EnlistResult{}, e.err
+	}
+	e.reports = append(e.reports, r)
+	return api.EnlistResult{Machine: "3a000000-0000-4000-8000-000000000001", Name: "new-1", Created: len(e.reports) == 1, Status: api.StatusNew}, nil
+}
+
+func (e *enlister) CommissioningScripts(context.Context) ([]api.CommissioningScript, error) {
+	return []api.CommissioningScript{{Name: "uname", Script: "uname -a"}}, nil
+}
+
 var discovery = Boot{BootEnv: "discovery", Kernel: "discovery/vmlinuz", Initrds: []string{"discovery/initrd.img"},
 	Cmdline: "console=ttyS0 ironflow.mode=enlist"}
 
 type testRack struct {
-	url  string // base URL of the HTTP boot server
-	dir  string // boot directory
-	link *regionlink.Link
-	srv  *Server
+	url      string // base URL of the HTTP boot server
+	enlister *enlister
+	dir      string // boot directory
+	link     *regionlink.Link
+	srv      *Server
 }
 
 // startRack serves a boot directory and proxies to the given regions; it stops with the test.
@@ -66,7 +89,8 @@ func startRackWithLimits(t *testing.T, limits Limits, lookup MachineLookup, regi
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Dir: d, Machines: lookup, Discovery: discovery, Region: link,
+	enl := &enlister{}
+	srv, err := New(Config{Dir: d, Machines: lookup, Discovery: discovery, Region: link, Enlister: enl,
 		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Limits: limits})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +111,7 @@ func startRackWithLimits(t *testing.T, limits Limits, lookup MachineLookup, regi
 		wg.Wait()
 		d.Close()
 	})
-	return &testRack{url: "http://" + ln.Addr().String(), dir: dir, link: link, srv: srv}
+	return &testRack{url: "http://" + ln.Addr().String(), dir: dir, link: link, srv: srv, enlister: enl}
 }
 
 // runLink runs the region link's health loop for the rest of the test.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/template"
 	"unicode"
+
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // BootEnvLocal makes a machine boot from its local disk.
@@ -62,9 +64,26 @@ sleep 10
 goto retry
 `))
 
-var machineScript = template.Must(template.New("machine").Parse(`#!ipxe
+// enlistScript has an unknown machine report what iPXE knows of it to the rack (GET
+// /ipxe/enlist, serveEnlist), which answers with the discovery environment; should the rack
+// refuse the report, the machine boots the discovery environment anyway. ${uuid} keeps its
+// own type (formatting its 16 raw bytes as uristring would not give the UUID); the SMBIOS
+// strings are URI-encoded.
+var enlistScript = template.Must(template.New("enlist").Parse(`#!ipxe
+# Ironflow: unknown machine {{.MAC}}, enlisting
+chain --replace {{.Base}}/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}&manufacturer=${manufacturer:uristring}&product=${product:uristring}&buildarch=${buildarch:uristring}&platform=${platform:uristring} || goto discovery
+:discovery
+{{template "machine" .Discovery}}`))
+
+type enlistScriptData struct {
+	MAC, Base string
+	Discovery machineScriptData
+}
+
+var machineScript = template.Must(enlistScript.New("machine").Parse(`{{if .What}}#!ipxe
 # Ironflow: {{.What}} {{.MAC}}, boot env {{.BootEnv}}
-{{if .Local}}exit
+{{end}}{{range .Notes}}echo Ironflow: {{.}}
+{{end}}{{if .Local}}exit
 {{else}}kernel {{.Kernel}}{{range .InitrdNames}} initrd={{.}}{{end}}{{if .Cmdline}} {{.Cmdline}}{{end}}
 {{range .Initrds}}initrd {{.}}
 {{end}}boot
@@ -74,6 +93,7 @@ type machineScriptData struct {
 	What, MAC, BootEnv, Kernel, Cmdline string
 	Local                               bool
 	Initrds, InitrdNames                []string
+	Notes                               []string // echoed before booting; iPXE-safe (scriptNote)
 }
 
 func (s *Server) serveBootScript(w http.ResponseWriter, r *http.Request) {
@@ -94,23 +114,39 @@ func (s *Server) serveMachineScript(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "machine lookup failed; retry")
 		return
 	}
-	what := "machine"
+	base := baseURL(r)
 	if !found {
-		what, boot = "unknown machine, discovery for", s.cfg.Discovery
+		writeScript(w, enlistScript, enlistScriptData{MAC: mac.String(), Base: base, Discovery: s.discoveryScript(base, mac, "")})
+		return
 	}
 	if err := boot.validate(); err != nil {
 		s.log.Error("invalid boot parameters", "mac", mac.String(), "error", err)
 		writeError(w, http.StatusInternalServerError, "invalid boot parameters for "+mac.String())
 		return
 	}
-	base := baseURL(r)
+	writeScript(w, machineScript, bootScriptData(base, "machine", mac, boot))
+}
+
+// bootScriptData is the script data of booting boot.
+func bootScriptData(base, what string, mac net.HardwareAddr, boot Boot) machineScriptData {
 	data := machineScriptData{What: what, MAC: mac.String(), BootEnv: boot.BootEnv,
 		Local: boot.BootEnv == BootEnvLocal, Kernel: assetURL(base, boot.Kernel), Cmdline: boot.Cmdline}
 	for _, initrd := range boot.Initrds {
 		data.Initrds = append(data.Initrds, assetURL(base, initrd))
 		data.InitrdNames = append(data.InitrdNames, path.Base(initrd))
 	}
-	writeScript(w, machineScript, data)
+	return data
+}
+
+// discoveryScript boots the discovery environment (validated by New), telling it where the
+// rack is (api.KernelParamURL, which `ironflow agent enlist` reads from /proc/cmdline). what is ""
+// inside the enlistment script, whose header is already written.
+func (s *Server) discoveryScript(base string, mac net.HardwareAddr, what string, notes ...string) machineScriptData {
+	boot := s.cfg.Discovery
+	boot.Cmdline = strings.TrimSpace(boot.Cmdline + " " + api.KernelParamURL + "=" + base)
+	data := bootScriptData(base, what, mac, boot)
+	data.Notes = notes
+	return data
 }
 
 func writeScript(w http.ResponseWriter, t *template.Template, data any) {

@@ -1,15 +1,17 @@
 package httpboot
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/rack/regionlink"
-
 	"github.com/ironflow/ironflow/rack/regionlink/regionlinktest"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 func TestIPXEScripts(t *testing.T) {
@@ -40,9 +42,20 @@ func TestIPXEScripts(t *testing.T) {
 		{"absolute URLs", "/ipxe/mac/52-54-00-00-00-03.ipxe", 200, []string{
 			"kernel https://mirror.example/vmlinuz initrd=ucode.img initrd=initrd.img\n",
 			"initrd " + base + "/boot/ucode.img\n", "initrd https://mirror.example/initrd.img\n"}},
-		{"unknown enlists", "/ipxe/mac/52-54-00-aa-bb-cc.ipxe", 200, []string{"discovery for 52:54:00:aa:bb:cc",
-			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist\n",
+		{"unknown enlists", "/ipxe/mac/52-54-00-aa-bb-cc.ipxe", 200, []string{"unknown machine 52:54:00:aa:bb:cc, enlisting",
+			"chain --replace " + base + "/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}&manufacturer=${manufacturer:uristring}" +
+				"&product=${product:uristring}&buildarch=${buildarch:uristring}&platform=${platform:uristring} || goto discovery\n:discovery\n",
+			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + "\n",
 			"initrd " + base + "/boot/discovery/initrd.img\n"}},
+		{"enlistment report", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&uuid=4c4c4544-0042-3510-8051-b7c04f4e3732&serial=CZ%201234" +
+			"&manufacturer=Dell%20Inc.&product=PowerEdge%20R640&buildarch=x86_64&platform=efi", 200, []string{
+			"# Ironflow: enlisting machine 52:54:00:aa:bb:cc, boot env discovery\n", "echo Ironflow: enlisted as new machine new-1\n",
+			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + "\n"}},
+		{"enlistment report without a MAC", "/ipxe/enlist?uuid=4c4c4544-0042-3510-8051-b7c04f4e3732", 400, nil},
+		{"enlistment report, unknown parameter", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&x=1", 400, nil},
+		{"enlistment report, parameter twice", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=a&serial=b", 400, nil},
+		{"enlistment report, control character", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&product=a%0Akernel%20evil", 400, nil},
+		{"enlistment report, too long", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=" + strings.Repeat("x", api.MaxEnlistValue+1), 400, nil},
 		{"not a MAC", "/ipxe/mac/zz-54-00-aa-bb-cc.ipxe", 400, nil},
 		{"wrong suffix", "/ipxe/mac/52-54-00-aa-bb-cc.txt", 400, nil},
 		{"lookup error", "/ipxe/mac/52-54-00-00-00-99.ipxe", 503, nil},
@@ -77,7 +90,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	valid := func() Config {
-		return Config{Dir: d, Machines: machines{}, Discovery: discovery, Region: link, Registry: prometheus.NewRegistry()}
+		return Config{Dir: d, Machines: machines{}, Discovery: discovery, Region: link, Enlister: &enlister{}, Registry: prometheus.NewRegistry()}
 	}
 	tests := []struct {
 		name   string
@@ -88,6 +101,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"no boot dir", func(c *Config) { c.Dir = nil }, false},
 		{"no lookup", func(c *Config) { c.Machines = nil }, false},
 		{"no region", func(c *Config) { c.Region = nil }, false},
+		{"no enlister", func(c *Config) { c.Enlister = nil }, false},
 		{"no registry", func(c *Config) { c.Registry = nil }, false},
 		{"discovery without kernel", func(c *Config) { c.Discovery = Boot{BootEnv: "discovery"} }, false},
 		{"discovery with newline", func(c *Config) { c.Discovery.Cmdline = "a\nb" }, false},
@@ -100,5 +114,21 @@ func TestNewValidatesConfig(t *testing.T) {
 				t.Fatalf("New: err = %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// A region that refuses or cannot be reached still lets the machine boot the discovery
+// environment, and the script says why (one line, nothing iPXE would expand).
+func TestEnlistBootsDiscoveryWhenTheRegionFails(t *testing.T) {
+	rack := startRack(t, machines{}, regionlinktest.Start(t, "a").URL)
+	rack.enlister.err = errors.New("no region: ${evil}\nkernel http://x")
+	resp, body := get(t, rack.url+"/ipxe/enlist?mac=52-54-00-aa-bb-cc")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{"echo Ironflow: enlistment not recorded: no region:  {evil} kernel http://x\n", "/boot/discovery/vmlinuz"} {
+		if !contains(body, want) {
+			t.Fatalf("script lacks %q:\n%s", want, body)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
 	proxyErrors prometheus.Counter
+	enlist      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, region Region) (*metrics, error) {
@@ -12,8 +13,12 @@ func newMetrics(reg prometheus.Registerer, region Region) (*metrics, error) {
 			Name: "ironflow_httpboot_proxy_errors_total",
 			Help: "Proxied agent/metadata requests answered 502 because no region was reachable.",
 		}),
+		enlist: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironflow_httpboot_enlist_reports_total",
+			Help: "Enlistment reports of unknown machines (iPXE and discovery environment) by result: created, matched, refused (by the region), invalid (by the rack), error (no region).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.proxyErrors, currentRegion{region}} {
+	for _, c := range []prometheus.Collector{m.proxyErrors, m.enlist, currentRegion{region}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

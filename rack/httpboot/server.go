@@ -39,6 +39,7 @@ type Config struct {
 	Machines  MachineLookup
 	Discovery Boot // what unknown machines boot: the enlistment/discovery environment
 	Region    Region
+	Enlister  Enlister // forwards unknown machines' reports to the region
 	// Registry receives the server's metrics and is what /metrics serves, so the rack can
 	// register its other services' metrics there too.
 	Registry *prometheus.Registry
@@ -102,6 +103,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpboot: a machine lookup is required")
 	case cfg.Region == nil:
 		return nil, errors.New("httpboot: a region link is required")
+	case cfg.Enlister == nil:
+		return nil, errors.New("httpboot: an enlister is required")
 	case cfg.Registry == nil:
 		return nil, errors.New("httpboot: a metrics registry is required")
 	}
@@ -121,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ipxe/boot.ipxe", s.serveBootScript)
 	mux.HandleFunc("GET /ipxe/mac/{file}", s.serveMachineScript)
+	mux.HandleFunc("GET /ipxe/enlist", s.serveEnlist)
+	mux.HandleFunc("POST "+api.PathPrefix+"/enlist", s.serveAgentEnlist)
+	mux.HandleFunc("GET "+api.PathPrefix+"/"+api.KindCommissioningScripts, s.serveCommissioningScripts)
 	mux.HandleFunc("GET /boot/{path...}", s.serveAsset)
 	proxy := s.newProxy()
 	mux.Handle("/api/v1/agent/", proxy)

@@ -34,4 +34,5 @@ var Kinds = []Kind{
 	kindOf[Task](KindTasks, ""),
 	kindOf[Domain](KindDomains, ""),
 	kindOf[DNSRecord](KindDNSRecords, ""),
+	kindOf[CommissioningScript](KindCommissioningScripts, ""),
 }

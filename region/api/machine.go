@@ -58,6 +58,12 @@ type Machine struct {
 	Rack   string `json:"Rack,omitempty"`
 	Pod    string `json:"Pod,omitempty"`
 	Region string `json:"Region,omitempty"`
+
+	// Enlistment (region/api/enlist.go): Status New or Ready, the BMC an operator may declare
+	// the machine by, and what its enlistment reported.
+	Status     string    `json:"Status,omitempty"`
+	BMCAddress string    `json:"BMCAddress,omitempty"`
+	Enlisted   *Enlisted `json:"Enlisted,omitempty"`
 }
 
 // Meta keys with a meaning to Ironflow.

@@ -31,6 +31,8 @@ const (
 	KindLeases   = "leases"
 	KindRacks    = "racks"
 	KindUsers    = "users"
+
+	KindCommissioningScripts = "commissioning-scripts" // CommissioningScript, see enlist.go
 )
 
 // PathPrefix is the prefix of every versioned API path.

@@ -53,3 +53,9 @@ func (c *Client) RackSecret(ctx context.Context) (api.RackSecret, error) {
 func (c *Client) MachineLogs(ctx context.Context, key string, filters url.Values) ([]api.SyslogMessage, error) {
 	return list[api.SyslogMessage](ctx, c, apiPath(api.KindMachines, key, "logs"), filters)
 }
+
+// Enlist reports a booting machine (region/api/enlist.go) with an operator's, admin's or
+// rack's token.
+func (c *Client) Enlist(ctx context.Context, e api.Enlistment) (api.EnlistResult, error) {
+	return call[api.EnlistResult](ctx, c, request{method: http.MethodPost, path: apiPath("enlist"), in: e})
+}

@@ -36,6 +36,9 @@ func (c *Client) Domains() Resource[api.Domain]   { return For[api.Domain](c, ap
 func (c *Client) DNSRecords() Resource[api.DNSRecord] {
 	return For[api.DNSRecord](c, api.KindDNSRecords)
 }
+func (c *Client) CommissioningScripts() Resource[api.CommissioningScript] {
+	return For[api.CommissioningScript](c, api.KindCommissioningScripts)
+}
 
 // List returns the objects matching DRP-style filters (Field=value, plus "offset"/"limit");
 // nil lists everything, page after page. An empty result is an empty, non-nil slice.

@@ -52,6 +52,7 @@ var permissions = map[string]map[string]grant{
 		resOther:        {read: granted, write: denied},
 		api.KindUsers:   {read: denied, write: denied},
 		resRackAPI:      {read: granted, write: granted},
+		resEnlist:       {read: denied, write: granted},
 		resRackSecret:   {read: denied, write: denied},
 		resSecrets:      {read: denied, write: denied},
 		resRackTransfer: {read: denied, write: denied},

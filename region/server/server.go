@@ -125,6 +125,7 @@ func (s *Server) routes() {
 	s.agentRoutes()
 	s.secretRoutes()
 	s.syslogRoutes()
+	s.enlistRoutes()
 	for _, k := range kinds {
 		coll, item := p+"/"+k.name, p+"/"+k.name+"/{key}"
 		s.handle(route{pattern: "GET " + coll, resource: k.name, ownable: true, h: s.list(k)})

@@ -29,6 +29,9 @@ var machines = newKind(kind[api.Machine]{
 		if err := replaceRelation(ctx, tx, "machine_macs", "machine", "mac", m.Uuid, m.HardwareAddrs); err != nil {
 			return err
 		}
+		if err := replaceIdentities(ctx, tx, m); err != nil {
+			return err
+		}
 		return replaceRelation(ctx, tx, "machine_profiles", "machine", "profile", m.Uuid, m.Profiles)
 	},
 })
@@ -42,6 +45,13 @@ func validateMachine(m *api.Machine) error {
 	}
 	if err := uniqueStrings("machine "+m.Name, "Profiles", m.Profiles); err != nil {
 		return err
+	}
+	if m.BMCAddress != "" {
+		a, err := netip.ParseAddr(m.BMCAddress)
+		if err != nil {
+			return invalidf("machine %s BMCAddress %q is not an IP address", m.Name, m.BMCAddress)
+		}
+		m.BMCAddress = a.String()
 	}
 	if m.Address != "" {
 		if _, err := netip.ParseAddr(m.Address); err != nil {

@@ -68,20 +68,21 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // kinds maps the names of region/api.Kinds to their descriptors (TestStoreHasEveryKind).
 var kinds = map[string]kindOps{
-	api.KindMachines:   machines,
-	api.KindJobs:       jobs,
-	api.KindProfiles:   profiles,
-	api.KindPools:      pools,
-	api.KindPods:       pods,
-	api.KindFabrics:    fabrics,
-	api.KindVLANs:      vlans,
-	api.KindSubnets:    subnets,
-	api.KindLeases:     leases,
-	api.KindRacks:      rackStatusView{racks}, // reads derive Status from heartbeats
-	api.KindUsers:      users,
-	api.KindTasks:      tasks,
-	api.KindDomains:    domains,
-	api.KindDNSRecords: dnsRecords,
+	api.KindMachines:             machines,
+	api.KindJobs:                 jobs,
+	api.KindProfiles:             profiles,
+	api.KindPools:                pools,
+	api.KindPods:                 pods,
+	api.KindFabrics:              fabrics,
+	api.KindVLANs:                vlans,
+	api.KindSubnets:              subnets,
+	api.KindLeases:               leases,
+	api.KindRacks:                rackStatusView{racks}, // reads derive Status from heartbeats
+	api.KindUsers:                users,
+	api.KindTasks:                tasks,
+	api.KindDomains:              domains,
+	api.KindDNSRecords:           dnsRecords,
+	api.KindCommissioningScripts: commissioningScripts,
 }
 
 func lookup(kind string) (kindOps, error) {
@@ -188,6 +189,14 @@ var uniqueKeys = map[string]uniqueKey{
 	"domains_one_default": {owner: "SELECT name FROM domains WHERE is_default AND $1::text IS NOT NULL", message: func(_, owner string) string {
 		return fmt.Sprintf("domain %s is already the default: update it to Default false first", owner)
 	}},
+	"commissioning_scripts_pkey": {noun: "commissioning script", field: "Name"},
+	"machine_identities_pkey": {owner: "SELECT m.name || ' (' || m.uuid || ')' FROM machine_identities mi JOIN machines m ON m.uuid = mi.machine WHERE mi.value = $1 LIMIT 1",
+		message: func(identity, owner string) string {
+			if owner == "" {
+				return fmt.Sprintf("SMBIOS UUID, serial or BMC address %s is already in use", identity)
+			}
+			return fmt.Sprintf("SMBIOS UUID, serial or BMC address %s belongs to machine %s", identity, owner)
+		}},
 	"racks_pkey":             {noun: "rack", field: "Uuid", owner: "SELECT 'name ' || name FROM racks WHERE uuid = $1::uuid"},
 	"racks_name_key":         {noun: "rack", field: "Name", owner: "SELECT 'uuid ' || uuid FROM racks WHERE name = $1"},
 	"fabrics_pkey":           {noun: "fabric", field: "Uuid", owner: "SELECT 'name ' || name FROM fabrics WHERE uuid = $1::uuid"},

@@ -17,17 +17,20 @@ var tasks = newKind(kind[api.Task]{
 	columns: func(t *api.Task) []column {
 		return []column{{"name", t.Name}}
 	},
-	prepare: func(t, _ *api.Task) { emptyMeta(&t.Meta) },
-	validate: func(t *api.Task) error {
-		if err := validName("task", t.Name, false); err != nil {
-			return err
-		}
-		if t.TimeoutSeconds < 0 {
-			return invalidf("task %s TimeoutSeconds %d is negative", t.Name, t.TimeoutSeconds)
-		}
-		return validScript("task "+t.Name, t.Script)
-	},
+	prepare:  func(t, _ *api.Task) { emptyMeta(&t.Meta) },
+	validate: func(t *api.Task) error { return validNamedScript("task", t.Name, t.TimeoutSeconds, t.Script) },
 })
+
+// validNamedScript checks a task or a commissioning script.
+func validNamedScript(noun, name string, timeoutSeconds int, script string) error {
+	if err := validName(noun, name, false); err != nil {
+		return err
+	}
+	if timeoutSeconds < 0 {
+		return invalidf("%s %s TimeoutSeconds %d is negative", noun, name, timeoutSeconds)
+	}
+	return validScript(noun+" "+name, script)
+}
 
 // validScript checks a script that PostgreSQL text and /bin/sh -c can both carry.
 func validScript(noun, script string) error {

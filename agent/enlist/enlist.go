@@ -1,0 +1,215 @@
+// Package enlist is `ironflow agent enlist`, the agent's mode in the discovery environment:
+// gather the running system's inventory, run the region's commissioning scripts, and upload
+// both so the region records them on the machine (matched by its MACs, SMBIOS identity or
+// BMC address, or created New). It talks to its rack (no credential: the rack forwards with
+// its own) or to a region with a token.
+package enlist
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ironflow/ironflow/agent/inventory"
+	"github.com/ironflow/ironflow/internal/backoff"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// DefaultScriptTimeout is how long a commissioning script without a TimeoutSeconds may run.
+const DefaultScriptTimeout = 10 * time.Minute
+
+// Options configure an enlistment.
+type Options struct {
+	URL        string // the rack's HTTP boot URL or a region's
+	Token      string // a region token; "" through a rack
+	Inventory  inventory.Options
+	HTTPClient *http.Client // default one with a 30 s timeout
+	Logger     *slog.Logger
+	Backoff    backoff.Backoff // between attempts while no region answers; default 1s .. 30s
+}
+
+// Run enlists the running system and returns what the region did. A refusal (a 4xx answer,
+// such as identities two machines claim) ends it at once; unreachable endpoints are retried
+// until ctx ends.
+func Run(ctx context.Context, o Options) (api.EnlistResult, error) {
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Backoff.Initial <= 0 {
+		o.Backoff = backoff.Backoff{Initial: time.Second, Max: 30 * time.Second, Jitter: true}
+	}
+	o.URL = strings.TrimRight(o.URL, "/")
+	inv, err := inventory.Gather(ctx, o.Inventory)
+	if err != nil {
+		return api.EnlistResult{}, err
+	}
+	o.Logger.Info("inventory gathered", "interfaces", len(inv.Interfaces), "disks", len(inv.Disks), "memory_mib", inv.MemoryMiB, "bmc", inv.BMCAddress)
+	var scripts []api.CommissioningScript
+	if err := retry(ctx, o, func() error {
+		return call(ctx, o, http.MethodGet, "/"+api.KindCommissioningScripts+"?limit="+fmt.Sprint(api.MaxCommissioning), nil, &scripts)
+	}); err != nil {
+		return api.EnlistResult{}, fmt.Errorf("commissioning scripts: %w", err)
+	}
+	report := api.Enlistment{Inventory: &inv, Commissioning: make([]api.CommissioningResult, 0, len(scripts))}
+	for _, s := range scripts {
+		res := runScript(ctx, s)
+		o.Logger.Info("commissioning script ran", "script", s.Name, "exit", res.ExitCode, "truncated", res.Truncated)
+		report.Commissioning = append(report.Commissioning, res)
+	}
+	var res api.EnlistResult
+	err = retry(ctx, o, func() error { return call(ctx, o, http.MethodPost, "/enlist", report, &res) })
+	return res, err
+}
+
+// refusal is an answer of the region (or rack) that retrying cannot change.
+type refusal struct {
+	code int
+	msg  string
+}
+
+func (r *refusal) Error() string { return fmt.Sprintf("%s (HTTP %d)", r.msg, r.code) }
+
+// retry runs fn until it succeeds, is refused, or ctx ends.
+func retry(ctx context.Context, o Options, fn func() error) error {
+	wait := o.Backoff
+	for {
+		err := fn()
+		if _, refused := errors.AsType[*refusal](err); err == nil || refused {
+			return err
+		}
+		o.Logger.Warn("enlistment endpoint unavailable; retrying", "url", o.URL, "error", err)
+		if backoff.Sleep(ctx, wait.Next()) != nil {
+			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		}
+	}
+}
+
+// call sends in as JSON to the API path and decodes a 2xx answer into out; 4xx answers are
+// refusals, everything else is worth retrying.
+func call(ctx context.Context, o Options, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, o.URL+api.PathPrefix+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+o.Token)
+	}
+	resp, err := o.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e api.Error
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data[:min(len(data), 512)]))
+		}
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return &refusal{code: resp.StatusCode, msg: e.Error}
+		}
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
+	}
+	return json.Unmarshal(data, out)
+}
+
+// runScript runs one commissioning script with /bin/sh -c and keeps the tail of its output.
+func runScript(ctx context.Context, s api.CommissioningScript) api.CommissioningResult {
+	timeout := DefaultScriptTimeout
+	if s.TimeoutSeconds > 0 {
+		timeout = time.Duration(s.TimeoutSeconds) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := &tail{max: api.MaxCommissionOutput}
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", s.Script)
+	cmd.Stdout, cmd.Stderr = out, out
+	// A timeout ends the script's children too (its own process group), and one that still
+	// holds the output open cannot keep the run going past WaitDelay.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	res := api.CommissioningResult{Script: s.Name, ExitCode: -1}
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if err != nil && res.ExitCode <= 0 {
+		res.ExitCode = -1
+		out.Write([]byte("\nironflow: " + err.Error() + "\n"))
+	}
+	if ctx.Err() != nil {
+		out.Write([]byte(fmt.Sprintf("\nironflow: timed out after %s\n", timeout)))
+	}
+	res.Output, res.Truncated = out.text()
+	return res
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	max     int
+	buf     []byte
+	dropped bool
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.dropped = true
+	}
+	return len(p), nil
+}
+
+// text is the kept output as the region accepts it: valid UTF-8 without NUL bytes, the
+// first rune possibly cut by the tail dropped.
+func (t *tail) text() (string, bool) {
+	b := t.buf
+	for len(b) > 0 && !utf8.RuneStart(b[0]) {
+		b = b[1:]
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(string(b), ""), "\x00", ""), t.dropped
+}
+
+// CmdlineURL returns the rack URL the discovery environment's kernel command line names
+// (api.KernelParamURL, set by the rack's enlistment script), "" when it names none.
+func CmdlineURL(root string) string {
+	b, err := os.ReadFile(root + "/proc/cmdline")
+	if err != nil {
+		return ""
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, api.KernelParamURL+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,224 @@
+package rack
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/agent/enlist"
+	"github.com/ironflow/ironflow/agent/inventory"
+	"github.com/ironflow/ironflow/dev/pgtest"
+	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// iPXEReport is the enlistment URL iPXE fetches for the script's chain line, with the values
+// its settings expand to.
+func iPXEReport(rackURL, mac, systemUUID string) string {
+	q := url.Values{"mac": {strings.ReplaceAll(mac, ":", "-")}, "uuid": {systemUUID}, "serial": {"SN 0042"},
+		"manufacturer": {"QEMU"}, "product": {"Standard PC (Q35 + ICH9, 2009)"}, "buildarch": {"x86_64"}, "platform": {"pcbios"}}
+	return rackURL + "/ipxe/enlist?" + q.Encode()
+}
+
+// startServingRacks registers n racks with region and serves their HTTP boot on loopback.
+func startServingRacks(t *testing.T, reg *region, n int) []string {
+	t.Helper()
+	var urls []string
+	for i := range n {
+		dir := t.TempDir()
+		if _, err := Register(context.Background(), RegisterOptions{URLs: []string{reg.URL}, Secret: testSecret,
+			Name: "rack-" + string(rune('1'+i)), StateDir: dir}); err != nil {
+			t.Fatal(err)
+		}
+		o := rackOptions(t, dir)
+		startRack(t, o)
+		u := "http://" + o.HTTPListen
+		testutil.Eventually(t, 10*time.Second, "rack HTTP boot up", func() bool { return httpStatus(u+"/healthz") == http.StatusOK })
+		urls = append(urls, u)
+	}
+	return urls
+}
+
+// An unknown machine's iPXE report reaching two racks at the same moment, several times,
+// creates exactly one New machine with the reported facts.
+func TestUnknownMachineEnlistsOnceThroughTwoRacks(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	racks := startServingRacks(t, reg, 2)
+	const mac = "52:54:00:e0:00:01"
+	const systemUUID = "8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e5f"
+
+	// The unknown MAC's script chains to the report.
+	code, script := httpGet(racks[0] + "/ipxe/mac/52-54-00-e0-00-01.ipxe")
+	if code != http.StatusOK || !strings.Contains(script, "/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}") {
+		t.Fatalf("script of the unknown MAC (%d):\n%s", code, script)
+	}
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	answers := make([]string, 8)
+	codes := make([]int, 8)
+	for i := range answers {
+		wg.Go(func() {
+			<-start
+			codes[i], answers[i] = httpGet(iPXEReport(racks[i%2], mac, systemUUID))
+		})
+	}
+	close(start)
+	wg.Wait()
+	created := 0
+	for i, a := range answers {
+		if codes[i] != http.StatusOK || !strings.Contains(a, "/boot/discovery/vmlinuz") || !strings.Contains(a, "ironflow.url="+racks[i%2]) {
+			t.Fatalf("answer %d (%d):\n%s", i, codes[i], a)
+		}
+		if strings.Contains(a, "enlisted as new machine") {
+			created++
+		} else if !strings.Contains(a, "echo Ironflow: enlisted as machine new-525400e00001") {
+			t.Fatalf("answer %d neither created nor matched the machine:\n%s", i, a)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d answers say they created the machine, want 1", created)
+	}
+	ms, err := reg.admin().Machines().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 {
+		t.Fatalf("%d machines after the reports, want 1: %+v", len(ms), ms)
+	}
+	m := ms[0]
+	b := m.Enlisted.Boot
+	if m.Status != api.StatusNew || m.Stage != api.EnlistStage || m.BootEnv != api.EnlistStage || m.Arch != "amd64" ||
+		m.Fingerprint.SystemUUID != systemUUID || len(m.HardwareAddrs) != 1 || m.HardwareAddrs[0] != mac ||
+		b == nil || b.Serial != "SN 0042" || b.Manufacturer != "QEMU" || b.Product != "Standard PC (Q35 + ICH9, 2009)" || b.Platform != "pcbios" {
+		t.Fatalf("enlisted machine: %+v, boot facts %+v", m, b)
+	}
+	// Rack is the rack the machine first booted through, Boot.Rack the one of its last report.
+	rs, err := reg.admin().Racks().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func(id string) bool {
+		return slices.ContainsFunc(rs, func(r api.Rack) bool { return r.Uuid == id })
+	}
+	if !served(m.Rack) || !served(b.Rack) {
+		t.Errorf("the machine names racks %q and %q, not the racks it booted through", m.Rack, b.Rack)
+	}
+}
+
+// A report whose MAC is one machine's and whose SMBIOS UUID is another's is refused: the
+// machine still boots discovery, the script says why, the region records the refusal and
+// changes neither machine.
+func TestConflictingEnlistmentIsRefusedThroughTheRack(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	racks := startServingRacks(t, reg, 1)
+	c := reg.admin()
+	if _, err := c.Machines().Create(ctx, api.Machine{Name: "by-mac", HardwareAddrs: []string{"52:54:00:e0:00:02"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Machines().Create(ctx, api.Machine{Name: "by-uuid", Fingerprint: api.Fingerprint{SystemUUID: "8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e60"}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Machines().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, script := httpGet(iPXEReport(racks[0], "52:54:00:e0:00:02", "8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e60"))
+	if code != http.StatusOK || !strings.Contains(script, "echo Ironflow: enlistment not recorded:") || !strings.Contains(script, "belong to 2 machines") ||
+		!strings.Contains(script, "/boot/discovery/vmlinuz") {
+		t.Fatalf("answer to a conflicting report (%d):\n%s", code, script)
+	}
+	after, err := c.Machines().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) || after[0].Enlisted != nil || after[1].Enlisted != nil {
+		t.Fatalf("a refused report changed the machines: %+v", after)
+	}
+	evs, err := c.Events(ctx, url.Values{"Kind": {api.KindMachines}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) == 0 || evs[0].Action != "enlist-refused" || !strings.HasPrefix(evs[0].Actor, "rack:") {
+		t.Fatalf("latest machine event %+v, want enlist-refused by the rack", evs)
+	}
+}
+
+// `ironflow agent enlist` in the discovery environment reports through the rack (no
+// credential of its own): the region records this host's inventory and the commissioning
+// results on the machine an operator declared by one non-PXE MAC only.
+func TestAgentEnlistThroughTheRackMatchesADeclaredMAC(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	racks := startServingRacks(t, reg, 1)
+	c := reg.admin()
+	for _, s := range []api.CommissioningScript{
+		{Name: "00-uname", Script: "uname -s"},
+		{Name: "10-fails", Script: "echo broken >&2; exit 3"},
+		{Name: "20-chatty", Script: "yes 0123456789 | head -c 20000; echo; echo last line"},
+	} {
+		if _, err := c.CommissioningScripts().Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, err := inventory.Gather(ctx, inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(host.Interfaces) == 0 {
+		t.Skip("this host has no network interface with a MAC")
+	}
+	declaredMAC := host.Interfaces[0].MAC // a device-backed NIC when there is one: it stays
+	declared, err := c.Machines().Create(ctx, api.Machine{Name: "declared", HardwareAddrs: []string{declaredMAC}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := enlist.Run(ctx, enlist.Options{URL: racks[0], Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created || res.Machine != declared.Uuid || res.Status != api.StatusReady {
+		t.Fatalf("enlistment %+v, want the declared machine %s, Ready", res, declared.Uuid)
+	}
+	m, err := c.Machines().Get(ctx, declared.Uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := m.Enlisted.Inventory
+	hostname, _ := os.Hostname()
+	if inv == nil || inv.Hostname != hostname || inv.MemoryMiB <= 0 || inv.CPU.Count <= 0 || inv.Arch != runtime.GOARCH {
+		t.Fatalf("recorded inventory %+v", inv)
+	}
+	for _, ifc := range inv.Interfaces {
+		if !slices.Contains(m.HardwareAddrs, ifc.MAC) {
+			t.Errorf("the machine's MACs %v lack the reported %s (%s)", m.HardwareAddrs, ifc.MAC, ifc.Name)
+		}
+	}
+	if len(m.Enlisted.Commissioning) != 3 {
+		t.Fatalf("commissioning results %+v", m.Enlisted.Commissioning)
+	}
+	uname, fails, chatty := m.Enlisted.Commissioning[0], m.Enlisted.Commissioning[1], m.Enlisted.Commissioning[2]
+	if uname.ExitCode != 0 || strings.TrimSpace(uname.Output) != "Linux" || fails.ExitCode != 3 || fails.Output != "broken\n" {
+		t.Errorf("results: %+v, %+v", uname, fails)
+	}
+	if !chatty.Truncated || len(chatty.Output) > api.MaxCommissionOutput || !strings.HasSuffix(chatty.Output, "last line\n") {
+		t.Errorf("chatty script: truncated %v, %d bytes, ends %q", chatty.Truncated, len(chatty.Output), chatty.Output[max(0, len(chatty.Output)-20):])
+	}
+	evs, err := c.Events(ctx, url.Values{"Key": {declared.Uuid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) == 0 || evs[0].Action != "enlist" || !strings.HasPrefix(evs[0].Actor, "rack:") {
+		t.Fatalf("latest event of the machine %+v, want enlist by the rack", evs)
+	}
+}

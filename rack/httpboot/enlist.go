@@ -1,0 +1,181 @@
+package httpboot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// Enlister forwards enlistment to the region with the rack's own credential (the rack's
+// region API implements it): machines that boot unknown have none.
+type Enlister interface {
+	Enlist(ctx context.Context, e api.Enlistment) (api.EnlistResult, error)
+	CommissioningScripts(ctx context.Context) ([]api.CommissioningScript, error)
+}
+
+// StatusCoder is an Enlister error that carries the region's HTTP status (a refusal), which
+// the rack passes on; any other error is answered 502.
+type StatusCoder interface {
+	error
+	StatusCode() int
+}
+
+// enlistTimeout bounds one forwarded enlistment: a booting machine waits for it.
+const enlistTimeout = 15 * time.Second
+
+// bootFactParams are the query parameters of GET /ipxe/enlist, iPXE's settings of the same
+// names; each appears at most once.
+var bootFactParams = map[string]func(*api.BootFacts) *string{
+	"mac":          func(b *api.BootFacts) *string { return &b.MAC },
+	"uuid":         func(b *api.BootFacts) *string { return &b.UUID },
+	"serial":       func(b *api.BootFacts) *string { return &b.Serial },
+	"manufacturer": func(b *api.BootFacts) *string { return &b.Manufacturer },
+	"product":      func(b *api.BootFacts) *string { return &b.Product },
+	"buildarch":    func(b *api.BootFacts) *string { return &b.BuildArch },
+	"platform":     func(b *api.BootFacts) *string { return &b.Platform },
+}
+
+// parseBootFacts checks the query of an enlistment report: known parameters only, once
+// each, bounded, printable, and a MAC. The region checks the values' meaning again.
+func parseBootFacts(q url.Values) (api.BootFacts, net.HardwareAddr, error) {
+	var b api.BootFacts
+	for name, values := range q {
+		field, ok := bootFactParams[name]
+		switch {
+		case !ok:
+			return b, nil, fmt.Errorf("unknown parameter %q", name)
+		case len(values) != 1:
+			return b, nil, fmt.Errorf("parameter %q given %d times", name, len(values))
+		case len(values[0]) > api.MaxEnlistValue:
+			return b, nil, fmt.Errorf("parameter %q is %d bytes long (at most %d)", name, len(values[0]), api.MaxEnlistValue)
+		case strings.ContainsFunc(values[0], func(r rune) bool { return !unicode.IsPrint(r) }):
+			return b, nil, fmt.Errorf("parameter %q holds unprintable characters", name)
+		}
+		*field(&b) = strings.TrimSpace(values[0])
+	}
+	mac, err := net.ParseMAC(b.MAC)
+	if err != nil {
+		return b, nil, fmt.Errorf("mac %q is not a MAC address", b.MAC)
+	}
+	b.MAC = mac.String()
+	return b, mac, nil
+}
+
+// serveEnlist takes an unknown machine's iPXE report, forwards it to the region and answers
+// with the discovery environment, whatever the region said: a machine boots even when its
+// region is away or refuses it (the script echoes why), and `ironflow agent enlist` reports
+// it again from there.
+func (s *Server) serveEnlist(w http.ResponseWriter, r *http.Request) {
+	facts, mac, err := parseBootFacts(r.URL.Query())
+	if err != nil {
+		s.metrics.enlist.WithLabelValues("invalid").Inc()
+		s.log.Info("enlistment report refused", "remote", r.RemoteAddr, "error", err)
+		writeError(w, http.StatusBadRequest, "enlistment report: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), enlistTimeout)
+	defer cancel()
+	res, err := s.cfg.Enlister.Enlist(ctx, api.Enlistment{Boot: &facts})
+	var note string
+	switch {
+	case err != nil:
+		result := "error"
+		if _, refused := errors.AsType[StatusCoder](err); refused {
+			result = "refused"
+		}
+		s.metrics.enlist.WithLabelValues(result).Inc()
+		s.log.Warn("enlistment not recorded", "mac", facts.MAC, "remote", r.RemoteAddr, "error", err)
+		note = "enlistment not recorded: " + err.Error()
+	case res.Created:
+		s.metrics.enlist.WithLabelValues("created").Inc()
+		note = "enlisted as new machine " + res.Name
+	default:
+		s.metrics.enlist.WithLabelValues("matched").Inc()
+		note = "enlisted as machine " + res.Name
+	}
+	writeScript(w, machineScript, s.discoveryScript(baseURL(r), mac, "enlisting machine", scriptNote(note)))
+}
+
+// scriptNote makes text safe to echo in an iPXE script: one line, printable ASCII, no
+// setting expansion, bounded.
+func scriptNote(text string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e || r == '$' {
+			return ' '
+		}
+		return r
+	}, text)
+	if len(clean) > 400 {
+		clean = clean[:400] + "..."
+	}
+	return clean
+}
+
+// maxEnlistBody bounds an agent's enlistment upload (commissioning output is bounded by
+// api.MaxCommissioning × api.MaxCommissionOutput).
+const maxEnlistBody = 1 << 20
+
+// serveAgentEnlist forwards the discovery environment's report (POST /api/v1/enlist) with
+// the rack's credential.
+func (s *Server) serveAgentEnlist(w http.ResponseWriter, r *http.Request) {
+	var e api.Enlistment
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxEnlistBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		s.metrics.enlist.WithLabelValues("invalid").Inc()
+		writeError(w, http.StatusBadRequest, "enlistment report: "+err.Error())
+		return
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		s.metrics.enlist.WithLabelValues("invalid").Inc()
+		writeError(w, http.StatusBadRequest, "enlistment report: data after the JSON value")
+		return
+	}
+	// Only iPXE reports through GET /ipxe/enlist carry boot facts: a running system cannot
+	// speak for the interface it booted from.
+	e.Boot = nil
+	res, err := s.cfg.Enlister.Enlist(r.Context(), e)
+	if err != nil {
+		s.metrics.enlist.WithLabelValues(s.forwardError(w, "enlistment", err)).Inc()
+		return
+	}
+	result, code := "matched", http.StatusOK
+	if res.Created {
+		result, code = "created", http.StatusCreated
+	}
+	s.metrics.enlist.WithLabelValues(result).Inc()
+	writeJSON(w, code, res)
+}
+
+// serveCommissioningScripts lists the region's commissioning scripts for the discovery
+// environment.
+func (s *Server) serveCommissioningScripts(w http.ResponseWriter, r *http.Request) {
+	scripts, err := s.cfg.Enlister.CommissioningScripts(r.Context())
+	if err != nil {
+		s.forwardError(w, "commissioning scripts", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, scripts)
+}
+
+// forwardError answers with the region's refusal ("refused"), or 502 when no region
+// answered ("error"); it returns which.
+func (s *Server) forwardError(w http.ResponseWriter, what string, err error) string {
+	if sc, ok := errors.AsType[StatusCoder](err); ok {
+		writeError(w, sc.StatusCode(), err.Error())
+		return "refused"
+	}
+	s.log.Warn("forwarding to the region failed", "what", what, "error", err)
+	writeError(w, http.StatusBadGateway, what+": no region reachable: "+err.Error())
+	return "error"
+}
