@@ -211,8 +211,9 @@ func (s *Store) RackHeartbeat(ctx context.Context, rackUUID string, hb api.RackH
 // RackConfig returns what the rack serves, read in one consistent snapshot: the VLANs with
 // DHCPOn it is primary or secondary rack of, their subnets, a reservation for every machine
 // with a MAC and an Address in those subnets (its first MAC), and their active leases.
-// Config.Rack leaves out LastSeen, Status and the heartbeat's Meta keys, which change with
-// heartbeats, so that the config (and its ETag) changes only when what the rack serves changes.
+// Config.Rack leaves out LastSeen, Status, the heartbeat's Meta keys, which change with
+// heartbeats, and a transfer's hold, so that the config (and its ETag) changes only when what
+// the rack serves changes.
 func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, error) {
 	cfg := api.RackConfig{VLANs: []api.VLAN{}, Subnets: []api.Subnet{}, Reservations: []api.Reservation{}, Leases: []api.Lease{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -224,6 +225,7 @@ func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig
 		cfg.Rack.LastSeen, cfg.Rack.Status = time.Time{}, ""
 		delete(cfg.Rack.Meta, MetaStatusReason)
 		delete(cfg.Rack.Meta, MetaCurrentRegion)
+		api.RackHold{}.Record(cfg.Rack.Meta) // a transfer's hold changes nothing the rack serves
 
 		served := &where{}
 		served.add("(primary_rack = $1 OR secondary_rack = $1) AND (doc->>'DHCPOn')::boolean", cfg.Rack.Uuid)
