@@ -226,8 +226,8 @@ func configRevision(ctx context.Context, q querier) (RackConfigRevision, error) 
 // snapshot: the VLANs with DHCPOn it is primary or secondary rack of, their subnets, a
 // reservation for every machine with a MAC and an Address in those subnets (its first MAC),
 // and the active leases of other racks there (ConfigLeases). Config.Rack leaves out LastSeen,
-// Status and the heartbeat's Meta keys, which change with heartbeats, so that the config (and
-// its ETag) changes only when what the rack serves changes.
+// Status, the heartbeat's Meta keys, which change with heartbeats, and a transfer's hold, so
+// that the config (and its ETag) changes only when what the rack serves changes.
 func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, RackConfigRevision, error) {
 	cfg := api.RackConfig{VLANs: []api.VLAN{}, Subnets: []api.Subnet{}, Reservations: []api.Reservation{}}
 	var rev RackConfigRevision
@@ -247,6 +247,7 @@ func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig
 		cfg.Rack.LastSeen, cfg.Rack.Status = time.Time{}, ""
 		delete(cfg.Rack.Meta, MetaStatusReason)
 		delete(cfg.Rack.Meta, MetaCurrentRegion)
+		api.RackHold{}.Record(cfg.Rack.Meta) // a transfer's hold changes nothing the rack serves
 
 		served := &where{}
 		served.add("(primary_rack = $1 OR secondary_rack = $1) AND (doc->>'DHCPOn')::boolean", cfg.Rack.Uuid)

@@ -45,6 +45,9 @@ func TestPauseRackRecordsItsTransfer(t *testing.T) {
 	if r, err = s.RackHeartbeat(ctx, rackA, api.RackHeartbeat{}); err != nil || api.RackHoldOf(r) != as(closedRun, api.TransferSource) {
 		t.Errorf("a heartbeat kept hold %+v, %v", api.RackHoldOf(r), err)
 	}
+	if cfg, _, err := s.RackConfig(ctx, rackA); err != nil || !api.RackHoldOf(cfg.Rack).IsZero() {
+		t.Errorf("the rack's config carries the hold %+v (%v): it would change with every transfer", api.RackHoldOf(cfg.Rack), err)
+	}
 	if r, err = s.UnpauseRack(ctx, alice, rackA); err != nil || !api.RackHoldOf(r).IsZero() || r.Meta[api.MetaTransferRun] != "" {
 		t.Errorf("unpaused rack keeps its hold: %+v, %v", r.Meta, err)
 	}
