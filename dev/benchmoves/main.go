@@ -46,8 +46,8 @@ const (
 	// grantTTL outlasts the slowest move measured: a default grant (15 min) expires during a
 	// per-machine transfer of 1,000 machines on a loaded host, failing the children left.
 	grantTTL = 2 * time.Hour
-	source    = "region-a"
-	target    = "region-b"
+	source   = "region-a"
+	target   = "region-b"
 )
 
 func main() {
