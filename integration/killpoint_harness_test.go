@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -903,7 +904,51 @@ func (e *killEnv) childOutcomes(ctx context.Context, rep *runReport, transfer cl
 		}
 		out[m.Uuid] = describeOutcome(c.err)
 	}
+	e.batchOutcomes(ctx, rep, transfer, out)
 	return out
+}
+
+// batchOutcomes waits for the MigrateMachineBatch children the transfer started (its
+// history names them) and adds each machine's outcome from its batch's result to out.
+func (e *killEnv) batchOutcomes(ctx context.Context, rep *runReport, transfer client.WorkflowRun, out map[string]string) {
+	events := e.s.Client.GetWorkflowHistory(ctx, transfer.GetID(), transfer.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for events.HasNext() {
+		ev, err := events.Next()
+		if err != nil {
+			rep.violate("history of %s: %v", transfer.GetID(), err)
+			return
+		}
+		started := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes()
+		if started.GetWorkflowType().GetName() != "MigrateMachineBatch" {
+			continue
+		}
+		id := started.GetWorkflowId()
+		run := e.s.Client.GetWorkflow(ctx, id, "")
+		c := watch(run)
+		if !c.closedWithin(e.cfg.finish) {
+			rep.violate("batch %s had not ended %s after its transfer did", id, e.cfg.finish)
+			_ = e.s.Client.TerminateWorkflow(ctx, id, "", "kill-point harness: batch stuck")
+			<-c.done
+			continue
+		}
+		var res activities.BatchResult
+		if err := run.Get(ctx, &res); err != nil {
+			continue // the batch as a whole failed: the liveness checks judge its machines
+		}
+		for _, m := range res.Moved {
+			out[m] = "completed"
+		}
+		for _, f := range res.Failed {
+			switch {
+			case !f.Undone:
+				out[f.Machine] = "failed:" + workflows.ErrTypeCompensationFailed
+			case f.Type == "":
+				out[f.Machine] = "canceled"
+			default:
+				out[f.Machine] = "failed:" + f.Type
+			}
+		}
+	}
 }
 
 // rackOwner is the one region where the rack is registered, online within 30 s (its

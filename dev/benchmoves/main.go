@@ -46,8 +46,8 @@ const (
 	// grantTTL outlasts the slowest move measured: a default grant (15 min) expires during a
 	// per-machine transfer of 1,000 machines on a loaded host, failing the children left.
 	grantTTL = 2 * time.Hour
-	source    = "region-a"
-	target    = "region-b"
+	source   = "region-a"
+	target   = "region-b"
 )
 
 func main() {
@@ -125,6 +125,9 @@ type result struct {
 	cpu       cpuTimes // deltas over the move
 	loadStart string
 	loadEnd   string
+	// events is the length of the move's history (its last run's, for a bulk run that
+	// continued as new): what a replay of it reads.
+	events int64
 }
 
 func benchSize(ctx context.Context, cfg config, n int, out io.Writer) ([]result, error) {
@@ -300,6 +303,11 @@ func (b *bench) measure(ctx context.Context, move string, n int, start func(cont
 	if err != nil {
 		return r, err
 	}
+	desc, err := b.s.Client.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	if err != nil {
+		return r, fmt.Errorf("describe %s: %w", run.GetID(), err)
+	}
+	r.events = desc.GetWorkflowExecutionInfo().GetHistoryLength()
 	r.counters, r.cpu = after.counters.minus(before.counters), after.cpu.minus(before.cpu)
 	return r, nil
 }
@@ -529,13 +537,13 @@ func printResults(out io.Writer, results []result) {
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "move\tN\twindow (0: default)\twall s\tms/machine\tverified\ttransitions/machine\twrites/machine\tupdates/machine\tvisibility/machine\tCPU ms/machine ironflow\ttemporal\tpostgres\tload start\tload end\t")
+	fmt.Fprintln(w, "move\tN\twindow (0: default)\twall s\tms/machine\tverified\ttransitions/machine\twrites/machine\tupdates/machine\tvisibility/machine\tCPU ms/machine ironflow\ttemporal\tpostgres\thistory events\tload start\tload end\t")
 	for _, r := range results {
 		n := float64(r.n)
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%s\t%s\t\n",
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%s\t%s\t\n",
 			r.move, r.n, r.window, r.wall.Seconds(), float64(r.wall.Milliseconds())/n, r.verified,
 			r.counters.stateTransitions/n, r.counters.persistence/n, r.counters.updates/n, r.counters.visibility/n,
-			1000*r.cpu.ironflow/n, 1000*r.cpu.temporal/n, 1000*r.cpu.postgres/n, r.loadStart, r.loadEnd)
+			1000*r.cpu.ironflow/n, 1000*r.cpu.temporal/n, 1000*r.cpu.postgres/n, r.events, r.loadStart, r.loadEnd)
 	}
 	w.Flush()
 }
