@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
-	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
@@ -36,26 +35,10 @@ func TestTransferRackBatchedOnDevServer(t *testing.T) {
 	acts.batchMoves = true
 	acts.batchLeave[machines[55]] = true
 	children := &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }}
-	main := worker.New(c, workflows.TaskQueue, worker.Options{})
-	rack := worker.New(c, rackacts.TaskQueue(transferRack), worker.Options{})
-	registerTransfer(main, rack, acts, children)
-	for _, w := range []worker.Worker{main, rack} {
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-	}
+	startTransferWorkers(t, c, acts, children)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	opts := client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack), TaskQueue: workflows.TaskQueue}
-	run, err := c.ExecuteWorkflow(ctx, opts, workflows.TransferRack, transferInput(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res workflows.TransferRackResult
-	if err := run.Get(ctx, &res); err != nil {
-		t.Fatal(err)
-	}
+	run, res := runTransfer(ctx, t, c, transferInput(2))
 	if res.Machines != len(machines) || len(acts.batches) != 2 || !slices.Equal(children.started, []string{workflows.MigrateMachineID(machines[55])}) {
 		t.Errorf("result %+v after %d batches and per-machine children %v", res, len(acts.batches), children.started)
 	}

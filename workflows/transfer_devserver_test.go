@@ -26,26 +26,10 @@ func TestTransferRackOnDevServer(t *testing.T) {
 	machines := machineUUIDs(3)
 	acts := newTransferActs(t, machines)
 	children := &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }}
-	main := worker.New(c, workflows.TaskQueue, worker.Options{})
-	rack := worker.New(c, rackacts.TaskQueue(transferRack), worker.Options{})
-	registerTransfer(main, rack, acts, children)
-	for _, w := range []worker.Worker{main, rack} {
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-	}
+	startTransferWorkers(t, c, acts, children)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts := client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack), TaskQueue: workflows.TaskQueue}
-	run, err := c.ExecuteWorkflow(ctx, opts, workflows.TransferRack, transferInput(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res workflows.TransferRackResult
-	if err := run.Get(ctx, &res); err != nil {
-		t.Fatal(err)
-	}
+	run, res := runTransfer(ctx, t, c, transferInput(2))
 	if res.Machines != len(machines) || res.Released != 2 || children.maxRunning > 2 || len(children.started) != len(machines) {
 		t.Errorf("result %+v, %d children with at most %d at once", res, len(children.started), children.maxRunning)
 	}
@@ -75,4 +59,37 @@ func TestReplayTransferRackHistories(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startTransferWorkers runs, until the test ends, the main worker and the rack's worker of a
+// transfer with acts and children; extra workflows are registered on the main one.
+func startTransferWorkers(t *testing.T, c client.Client, acts *transferActs, children *fakeChildren, extra ...any) {
+	t.Helper()
+	main := worker.New(c, workflows.TaskQueue, worker.Options{})
+	rack := worker.New(c, rackacts.TaskQueue(transferRack), worker.Options{})
+	registerTransfer(main, rack, acts, children)
+	for _, wf := range extra {
+		main.RegisterWorkflow(wf)
+	}
+	for _, w := range []worker.Worker{main, rack} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+}
+
+// runTransfer runs TransferRack with in under the rack's workflow ID until it ends.
+func runTransfer(ctx context.Context, t *testing.T, c client.Client, in workflows.TransferRackInput) (client.WorkflowRun, workflows.TransferRackResult) {
+	t.Helper()
+	opts := client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack), TaskQueue: workflows.TaskQueue}
+	run, err := c.ExecuteWorkflow(ctx, opts, workflows.TransferRack, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.TransferRackResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	return run, res
 }

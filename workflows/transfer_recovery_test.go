@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/ironflow/ironflow/activities"
-	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -164,16 +162,7 @@ func TestRecoverRackTransferOnDevServer(t *testing.T) {
 	fakes := newTransferActs(t, machineUUIDs(1))
 	acts := withLeftover(fakes, staleRun(false))
 	children := &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }}
-	main := worker.New(c, workflows.TaskQueue, worker.Options{})
-	rack := worker.New(c, rackacts.TaskQueue(transferRack), worker.Options{})
-	registerTransfer(main, rack, fakes, children)
-	main.RegisterWorkflow(workflows.RecoverRackTransfer)
-	for _, w := range []worker.Worker{main, rack} {
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-	}
+	startTransferWorkers(t, c, fakes, children, workflows.RecoverRackTransfer)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	in := workflows.RecoverRackInput{Rack: transferRack, Regions: []string{"east"}, StartedBy: "alice"}
