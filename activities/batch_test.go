@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -145,7 +146,9 @@ func TestMigrateBatchLeavesMachinesToTheRetryWhenTheWorkerStops(t *testing.T) {
 		}
 	}
 	// East holds m1 for the batch already, as if the stopped attempt had quiesced it.
-	east.Update("m1", func(m *api.Machine) { m.Runnable, m.Meta[api.MetaMigrating] = false, batchMigration })
+	if _, err := east.Quiesce(context.Background(), "m1", api.QuiesceRequest{Migration: batchMigration}); err != nil {
+		t.Fatal(err)
+	}
 	retry := suite.NewTestActivityEnvironment()
 	retry.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
 	v, err := retry.ExecuteActivity(a.MigrateBatch, in)
