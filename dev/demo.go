@@ -11,6 +11,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ironflow/ironflow/dev/seeddata"
 )
 
 // Demo replays the Digital Rebar migration story on a running stack by running the ironflow
@@ -45,7 +47,7 @@ func (d *Demo) Run(ctx context.Context) error {
 			if _, err := d.cli(ctx, "-E", a, "machines", "show", "Name:birdy"); err != nil {
 				return err
 			}
-			_, err := d.cli(ctx, "-E", a, "jobs", "list", "Machine="+SeedMachine, "-o", "table")
+			_, err := d.cli(ctx, "-E", a, "jobs", "list", "Machine="+seeddata.BirdyUUID, "-o", "table")
 			return err
 		}},
 		{"migrate birdy with a ticket from region-b", func(ctx context.Context) error {
@@ -68,8 +70,8 @@ func (d *Demo) Run(ctx context.Context) error {
 			for _, args := range [][]string{
 				{"-E", a, "machines", "show", "Name:birdy"},
 				{"-E", b, "machines", "show", "Name:birdy"},
-				{"-E", a, "jobs", "list", "Machine=" + SeedMachine, "-o", "table"},
-				{"-E", b, "jobs", "list", "Machine=" + SeedMachine, "-o", "table"},
+				{"-E", a, "jobs", "list", "Machine=" + seeddata.BirdyUUID, "-o", "table"},
+				{"-E", b, "jobs", "list", "Machine=" + seeddata.BirdyUUID, "-o", "table"},
 				{"-E", b, "profiles", "show", "conflicting-profile"},
 			} {
 				if _, err := d.cli(ctx, args...); err != nil {

@@ -2,36 +2,18 @@ package dev
 
 import (
 	"context"
-	"embed"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/store"
 )
 
-//go:embed seeddata/*.json
-var seedData embed.FS
-
-// SeedMachine is the seed's machine "birdy" on region-a (Digital Rebar migration doc).
-const SeedMachine = "01d8828f-2f7d-4a1c-a1fa-f668274c7c44"
-
 var seeder = store.Principal{User: "dev-seed", Role: api.RoleAdmin}
-
-// SeedBirdy returns the seed's birdy machine and its two jobs, exactly as the seed shows them.
-func SeedBirdy() (api.Machine, []api.Job, error) {
-	var m api.Machine
-	var jobs []api.Job
-	if err := readSeed("birdy.json", &m); err != nil {
-		return m, nil, err
-	}
-	err := readSeed("birdy-jobs.json", &jobs)
-	return m, jobs, err
-}
 
 // seed loads the seed's objects into the regions once: a restarted dev stack keeps its state
 // (a migrated birdy must not come back on region-a).
@@ -42,13 +24,13 @@ func (s *Stack) seed(ctx context.Context) error {
 	}
 	var profiles map[string][]api.Profile
 	var machines map[string][]api.Machine
-	if err := readSeed("profiles.json", &profiles); err != nil {
+	if err := seeddata.Read("profiles.json", &profiles); err != nil {
 		return err
 	}
-	if err := readSeed("machines.json", &machines); err != nil {
+	if err := seeddata.Read("machines.json", &machines); err != nil {
 		return err
 	}
-	birdy, jobs, err := SeedBirdy()
+	birdy, jobs, err := seeddata.Birdy()
 	if err != nil {
 		return err
 	}
@@ -85,17 +67,6 @@ func (s *Stack) seed(ctx context.Context) error {
 	}
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		return fmt.Errorf("seed marker: %w", err)
-	}
-	return nil
-}
-
-func readSeed(name string, v any) error {
-	b, err := seedData.ReadFile("seeddata/" + name)
-	if err != nil {
-		return fmt.Errorf("seed data %s: %w", name, err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("seed data %s: %w", name, err)
 	}
 	return nil
 }

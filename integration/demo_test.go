@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -68,7 +69,7 @@ func TestDemo(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // visibility is eventually consistent
 	}
-	for _, id := range []string{workflows.MigrateMachineID(dev.SeedMachine), workflows.MigrateMachineID("5f0e43a9-3d2b-4a55-9a8e-1c6a8f0c0a01")} {
+	for _, id := range []string{workflows.MigrateMachineID(seeddata.BirdyUUID), workflows.MigrateMachineID("5f0e43a9-3d2b-4a55-9a8e-1c6a8f0c0a01")} {
 		if !seen[id] {
 			t.Errorf("Temporal does not list %s with the demo's search attributes (saw %v)", id, seen)
 		}

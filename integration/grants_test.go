@@ -15,6 +15,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -59,7 +60,7 @@ func TestWhoMayStartAMove(t *testing.T) {
 		if after := mustJSON(t, getMachine(ctx, t, a, "Name:birdy")); string(after) != string(before) {
 			t.Errorf("%s changed birdy on region-a:\nbefore %s\nafter  %s", what, before, after)
 		}
-		if _, err := b.Machines().Get(ctx, dev.SeedMachine); err == nil {
+		if _, err := b.Machines().Get(ctx, seeddata.BirdyUUID); err == nil {
 			t.Errorf("%s put birdy on region-b", what)
 		}
 	}
@@ -75,7 +76,7 @@ func TestWhoMayStartAMove(t *testing.T) {
 	if err == nil || !strings.Contains(out, "403") {
 		t.Fatalf("readonly migrate: %v: %s", err, out)
 	}
-	if _, err := s.Client.DescribeWorkflowExecution(ctx, workflows.MigrateMachineID(dev.SeedMachine), ""); err == nil {
+	if _, err := s.Client.DescribeWorkflowExecution(ctx, workflows.MigrateMachineID(seeddata.BirdyUUID), ""); err == nil {
 		t.Fatal("the readonly token's migrate started a workflow")
 	}
 	unchanged("the readonly migrate")
@@ -87,21 +88,21 @@ func TestWhoMayStartAMove(t *testing.T) {
 	cases := []struct {
 		name, id, grant, want string
 	}{
-		{"no grant", workflows.MigrateMachineID(dev.SeedMachine), "", activities.ErrGrantRefused},
-		{"forged grant", workflows.MigrateMachineID(dev.SeedMachine), "eyJqdGkiOiJ4In0.AAAA", activities.ErrGrantRefused},
-		{"grant for another machine", workflows.MigrateMachineID(dev.SeedMachine),
+		{"no grant", workflows.MigrateMachineID(seeddata.BirdyUUID), "", activities.ErrGrantRefused},
+		{"forged grant", workflows.MigrateMachineID(seeddata.BirdyUUID), "eyJqdGkiOiJ4In0.AAAA", activities.ErrGrantRefused},
+		{"grant for another machine", workflows.MigrateMachineID(seeddata.BirdyUUID),
 			grant(ctx, t, s, "region-a", api.GrantRequest{Kind: api.GrantMachine, Key: other, TargetRegion: "region-b"}), activities.ErrGrantRefused},
-		{"grant for another target", workflows.MigrateMachineID(dev.SeedMachine),
-			grant(ctx, t, s, "region-a", api.GrantRequest{Kind: api.GrantMachine, Key: dev.SeedMachine, TargetRegion: "region-c"}), activities.ErrGrantRefused},
-		{"grant of the target region", workflows.MigrateMachineID(dev.SeedMachine),
+		{"grant for another target", workflows.MigrateMachineID(seeddata.BirdyUUID),
+			grant(ctx, t, s, "region-a", api.GrantRequest{Kind: api.GrantMachine, Key: seeddata.BirdyUUID, TargetRegion: "region-c"}), activities.ErrGrantRefused},
+		{"grant of the target region", workflows.MigrateMachineID(seeddata.BirdyUUID),
 			grant(ctx, t, s, "region-b", api.GrantRequest{Kind: api.GrantBulk, Selector: api.GrantSelector{Pool: "default"}, TargetRegion: "region-a"}), activities.ErrGrantRefused},
 		{"own workflow ID", "my-own-id",
-			grant(ctx, t, s, "region-a", api.GrantRequest{Kind: api.GrantMachine, Key: dev.SeedMachine, TargetRegion: "region-b"}), activities.ErrNonCanonicalWorkID},
+			grant(ctx, t, s, "region-a", api.GrantRequest{Kind: api.GrantMachine, Key: seeddata.BirdyUUID, TargetRegion: "region-b"}), activities.ErrNonCanonicalWorkID},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := workflows.MigrateMachineInput{SourceRegion: "region-a", TargetRegion: "region-b", Machine: "Name:birdy", Grant: c.grant}
-			opts := workflows.MigrateMachineStartOptions(dev.SeedMachine)
+			opts := workflows.MigrateMachineStartOptions(seeddata.BirdyUUID)
 			opts.ID = c.id
 			run, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.MigrateMachine, in)
 			if err != nil {
@@ -129,13 +130,13 @@ func TestWhoMayStartAMove(t *testing.T) {
 		region string
 		action string
 	}{{"region-a", "migration-authorized"}, {"region-b", "import"}} {
-		events, err := regionClient(s, c.region).Events(ctx, url.Values{"Kind": {api.KindMachines}, "Key": {dev.SeedMachine}})
+		events, err := regionClient(s, c.region).Events(ctx, url.Values{"Kind": {api.KindMachines}, "Key": {seeddata.BirdyUUID}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := false
 		for _, e := range events {
-			found = found || e.Action == c.action && e.Details["StartedBy"] == who.User && e.Details["Migration"] == workflows.MigrateMachineID(dev.SeedMachine)
+			found = found || e.Action == c.action && e.Details["StartedBy"] == who.User && e.Details["Migration"] == workflows.MigrateMachineID(seeddata.BirdyUUID)
 		}
 		if !found {
 			t.Errorf("no %s event with StartedBy %s on %s: %+v", c.action, who.User, c.region, events)

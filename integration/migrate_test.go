@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/region/api"
 	regionclient "github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/workflows"
@@ -35,7 +36,7 @@ func TestMigrateBirdyMatchesTheSeed(t *testing.T) {
 	res := migrate(ctx, t, s, workflows.MigrateMachineInput{
 		SourceRegion: "region-a", TargetRegion: "region-b", Machine: "Name:birdy", Ticket: ticket.Token,
 	})
-	if res.MachineUuid != dev.SeedMachine || res.TargetEndpoint != target || res.Jobs != 2 {
+	if res.MachineUuid != seeddata.BirdyUUID || res.TargetEndpoint != target || res.Jobs != 2 {
 		t.Errorf("result = %+v", res)
 	}
 
@@ -45,8 +46,8 @@ func TestMigrateBirdyMatchesTheSeed(t *testing.T) {
 	want = setFields(t, want, map[string]any{"Runnable": true, "Available": true})
 	assertJSONEquals(t, getMachine(ctx, t, b, "Name:birdy"), want)
 	assertJSONEquals(t, getMachine(ctx, t, a, "Name:birdy"), seedFile(t, "seed-region-a-birdy-after.json", target))
-	assertJSONEquals(t, listJobs(ctx, t, b, dev.SeedMachine), seedFile(t, "seed-region-b-jobs-after.json", target))
-	assertJSONEquals(t, listJobs(ctx, t, a, dev.SeedMachine), seedFile(t, "seed-region-a-jobs-after.json", target))
+	assertJSONEquals(t, listJobs(ctx, t, b, seeddata.BirdyUUID), seedFile(t, "seed-region-b-jobs-after.json", target))
+	assertJSONEquals(t, listJobs(ctx, t, a, seeddata.BirdyUUID), seedFile(t, "seed-region-a-jobs-after.json", target))
 
 	// Destination profile wins; the missing one was created from the source.
 	conflicting, err := b.Profiles().Get(ctx, "conflicting-profile")
@@ -60,7 +61,7 @@ func TestMigrateBirdyMatchesTheSeed(t *testing.T) {
 	if got := seedStoryNames(ctx, t, b); !equal(got, []string{"birdy", "drp2.rackn"}) {
 		t.Errorf("region-b machines = %v, want the doc's [birdy drp2.rackn]", got)
 	}
-	assertActiveOnExactlyOne(ctx, t, s, dev.SeedMachine, "region-b")
+	assertActiveOnExactlyOne(ctx, t, s, seeddata.BirdyUUID, "region-b")
 
 	// The ticket was spent: a second import with it is refused and changes nothing.
 	if _, err := b.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: api.Bundle{Machine: api.Machine{Uuid: "5f0e43a9-3d2b-4a55-9a8e-1c6a8f0c0a01", Name: "drp1.rackn"}}}); err == nil {
@@ -125,8 +126,8 @@ func TestMigrationRefusals(t *testing.T) {
 			}
 		})
 	}
-	assertActiveOnExactlyOne(ctx, t, s, dev.SeedMachine, "region-a")
-	if jobs := listJobs(ctx, t, a, dev.SeedMachine); len(jobs) != 2 {
+	assertActiveOnExactlyOne(ctx, t, s, seeddata.BirdyUUID, "region-a")
+	if jobs := listJobs(ctx, t, a, seeddata.BirdyUUID); len(jobs) != 2 {
 		t.Errorf("birdy has %d jobs on region-a after refused migrations, want 2", len(jobs))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -20,29 +21,29 @@ func TestMigrateBirdyThereAndBack(t *testing.T) {
 	s := startStack(t, dev.StackOptions{Seed: true, RunWorker: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	before := getMachine(ctx, t, regionClient(s, "region-a"), dev.SeedMachine)
-	jobs := jobIDs(listJobs(ctx, t, regionClient(s, "region-a"), dev.SeedMachine))
+	before := getMachine(ctx, t, regionClient(s, "region-a"), seeddata.BirdyUUID)
+	jobs := jobIDs(listJobs(ctx, t, regionClient(s, "region-a"), seeddata.BirdyUUID))
 	if len(jobs) != 2 {
 		t.Fatalf("the seed's birdy has jobs %v, want 2", jobs)
 	}
 	legs := []struct{ from, to string }{{"region-a", "region-b"}, {"region-b", "region-a"}}
 	for _, leg := range legs {
 		res := migrate(ctx, t, s, workflows.MigrateMachineInput{SourceRegion: leg.from, TargetRegion: leg.to, Machine: "Name:birdy"})
-		if res.MachineUuid != dev.SeedMachine || res.TargetEndpoint != s.Regions[leg.to].URL || res.Jobs != 2 {
+		if res.MachineUuid != seeddata.BirdyUUID || res.TargetEndpoint != s.Regions[leg.to].URL || res.Jobs != 2 {
 			t.Errorf("%s → %s: result %+v", leg.from, leg.to, res)
 		}
-		assertActiveOnExactlyOne(ctx, t, s, dev.SeedMachine, leg.to)
-		stub := getMachine(ctx, t, regionClient(s, leg.from), dev.SeedMachine)
+		assertActiveOnExactlyOne(ctx, t, s, seeddata.BirdyUUID, leg.to)
+		stub := getMachine(ctx, t, regionClient(s, leg.from), seeddata.BirdyUUID)
 		if !stub.Locked || stub.Meta[api.MetaRedirectEndpoint] != s.Regions[leg.to].URL {
 			t.Errorf("%s → %s: %s holds no stub redirecting to %s: Locked=%v Meta=%v", leg.from, leg.to, leg.from, leg.to, stub.Locked, stub.Meta)
 		}
-		if got := jobIDs(listJobs(ctx, t, regionClient(s, leg.to), dev.SeedMachine)); !slices.Equal(got, jobs) {
+		if got := jobIDs(listJobs(ctx, t, regionClient(s, leg.to), seeddata.BirdyUUID)); !slices.Equal(got, jobs) {
 			t.Errorf("%s → %s: jobs on %s %v, want %v", leg.from, leg.to, leg.to, got, jobs)
 		}
 	}
 
 	// Home again, birdy is the machine it was, active.
-	after := getMachine(ctx, t, regionClient(s, "region-a"), dev.SeedMachine)
+	after := getMachine(ctx, t, regionClient(s, "region-a"), seeddata.BirdyUUID)
 	for _, f := range []struct {
 		name      string
 		got, want any

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/postgres"
+	"github.com/ironflow/ironflow/dev/seeddata"
 )
 
 // Well-known dev ports, so URLs stay the same across restarts of `ironflow dev`.
@@ -166,7 +167,7 @@ Try, in another shell:
 
 Ctrl-C stops everything.
 `, a, b, rackLines(s), s.Temporal.Address, s.Temporal.UIURL, s.AdminToken, logPath,
-		s.AdminToken, a, a, a, b, b, dev.SeedMachine)
+		s.AdminToken, a, a, a, b, b, seeddata.BirdyUUID)
 }
 
 // runDemo plays the demo on a throwaway stack (temp state, free ports, so it can run next to

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 )
@@ -19,7 +19,7 @@ func TestMigrateGrants(t *testing.T) {
 	t.Parallel()
 	src, _ := seedRegions(t)
 	op, ro := api.RoleOperator, api.RoleReadonly
-	birdy := dev.SeedMachine
+	birdy := seeddata.BirdyUUID
 	rack := src.create(api.KindRacks, api.Rack{Name: "rack-1", Status: api.RackOnline})["Uuid"].(string)
 	src.create(api.KindPools, api.Pool{Name: "blue"})
 	inRack := src.create(api.KindMachines, api.Machine{Name: "racked", Rack: rack, Pool: "blue"})["Uuid"].(string)

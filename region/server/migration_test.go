@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 )
@@ -18,8 +18,8 @@ import (
 const (
 	seedFile     = "/work/shared/seeds/001_f6cb3cbade8ba0e8.txt"
 	seedDrp2     = "https://drp2:8092" // the destination of the seed
-	birdyJobsCmd = "drpcli jobs list Machine=" + dev.SeedMachine
-	migrationID  = "migrate-machine/" + dev.SeedMachine
+	birdyJobsCmd = "drpcli jobs list Machine=" + seeddata.BirdyUUID
+	migrationID  = "migrate-machine/" + seeddata.BirdyUUID
 )
 
 // seedAt returns the JSON the seed prints after the first shell line ending in cmd that
@@ -113,7 +113,7 @@ func seedRegions(t *testing.T) (src, dst *env) {
 			json.RawMessage(seedAt(t, "", "[admin@"+host+" ~]$ drpcli profiles show conflicting-profile", "")), http.StatusCreated)
 	}
 	src.create(api.KindProfiles, api.Profile{Name: "example-profile", Params: map[string]any{"example/param": "from-drp1"}})
-	birdy, jobs, err := dev.SeedBirdy()
+	birdy, jobs, err := seeddata.Birdy()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func seedRegions(t *testing.T) (src, dst *env) {
 func TestMigrationOverHTTP(t *testing.T) {
 	t.Parallel()
 	src, dst := seedRegions(t)
-	id := dev.SeedMachine
+	id := seeddata.BirdyUUID
 	op := api.RoleOperator
 
 	ticket := into[api.Ticket](t, dst.mustDo(op, http.MethodPost, "/api/v1/migrate-tickets", nil, http.StatusCreated))
@@ -206,7 +206,7 @@ func TestMigrationOverHTTP(t *testing.T) {
 func TestDeleteGuardOverHTTP(t *testing.T) {
 	t.Parallel()
 	src, _ := seedRegions(t)
-	id := dev.SeedMachine
+	id := seeddata.BirdyUUID
 	src.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/machines/"+id+"/quiesce", api.QuiesceRequest{Migration: migrationID}, http.StatusOK)
 	for _, q := range []string{"", "?force=true", "?migration=migrate-machine/other"} {
 		msg := src.do(api.RoleAdmin, http.MethodDelete, "/api/v1/machines/"+id+q, nil).apiError(t, http.StatusConflict)
@@ -223,7 +223,7 @@ func TestDeleteGuardOverHTTP(t *testing.T) {
 func TestMigrationCompensationsOverHTTP(t *testing.T) {
 	t.Parallel()
 	src, _ := seedRegions(t)
-	id := dev.SeedMachine
+	id := seeddata.BirdyUUID
 	op := api.RoleOperator
 	original := src.mustDo(op, http.MethodGet, "/api/v1/machines/"+id, nil, http.StatusOK).body
 

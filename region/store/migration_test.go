@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/seeddata"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/store"
 )
@@ -110,7 +110,7 @@ func seedSource(t *testing.T) (region, api.Machine, []api.Job) {
 		api.Profile{Name: "example-profile", Params: map[string]any{"example/param": "from-drp1"}, Profiles: []string{"nested-profile"}},
 		seedProfile(t, "drp1"),
 	)
-	birdy, js, err := dev.SeedBirdy()
+	birdy, js, err := seeddata.Birdy()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func ticketUse(id string) store.TicketUse {
 	return store.TicketUse{ID: id, Expires: time.Now().Add(time.Hour)}
 }
 
-const migration = "migrate-machine/" + dev.SeedMachine
+const migration = "migrate-machine/" + seeddata.BirdyUUID
 
 // TestMigrationMatchesSeed runs quiesce, export, import and finalize and compares both
 // machines and both job lists field by field with the seed's after-state, then checks that
