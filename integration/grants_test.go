@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
@@ -125,6 +126,15 @@ func TestWhoMayStartAMove(t *testing.T) {
 	res := migrate(ctx, t, s, workflows.MigrateMachineInput{SourceRegion: "region-a", TargetRegion: "region-b", Machine: "Name:birdy"})
 	if res.StartedBy != who.User {
 		t.Errorf("result StartedBy %q, want %q", res.StartedBy, who.User)
+	}
+	// Started like the Temporal CLI does, with no memo: the workflow sets it from the grant.
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, workflows.MigrateMachineID(dev.SeedMachine), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memo string
+	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoStartedBy]; p == nil || converter.GetDefaultDataConverter().FromPayload(p, &memo) != nil || memo != who.User {
+		t.Errorf("memo %s = %q, want %q", workflows.MemoStartedBy, memo, who.User)
 	}
 	for _, c := range []struct {
 		region string
