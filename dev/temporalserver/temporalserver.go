@@ -8,13 +8,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 
 	"github.com/ironflow/ironflow/internal/netutil"
 )
@@ -161,9 +164,10 @@ func (t *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
-		conn, err := net.DialTimeout("tcp", t.Address, time.Second)
-		if err == nil {
-			conn.Close()
+		// The port opens before the frontend is healthy: a client dialled then fails with
+		// "Frontend is not healthy yet". Ready is when a client's health check passes.
+		if c, err := client.DialContext(ctx, client.Options{HostPort: t.Address, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err == nil {
+			c.Close()
 			return nil
 		}
 		select {

@@ -32,11 +32,12 @@ func TestKindTypesAreTheWorkflowNames(t *testing.T) {
 func TestFilterQuery(t *testing.T) {
 	const machine = "01d8828f-2f7d-4a1c-a1fa-f668274c7c44"
 	q, err := Filter{Machine: machine, Status: "running"}.Query()
-	want := "WorkflowType = 'MigrateMachine' AND MachineUuid = '" + machine + "' AND ExecutionStatus = 'Running'"
+	// A machine moves alone (MigrateMachine) or in a batch that lists it in MachineUuids.
+	want := "((WorkflowType = 'MigrateMachine' AND MachineUuid = '" + machine + "') OR (WorkflowType = 'MigrateMachineBatch' AND MachineUuids = '" + machine + "')) AND ExecutionStatus = 'Running'"
 	if err != nil || q != want {
 		t.Errorf("Query() = %q, %v; want %q", q, err, want)
 	}
-	if q, err := (Filter{}).Query(); err != nil || q != "WorkflowType = 'MigrateMachine'" {
+	if q, err := (Filter{}).Query(); err != nil || q != "WorkflowType IN ('MigrateMachine', 'MigrateMachineBatch')" {
 		t.Errorf("empty filter: %q, %v", q, err)
 	}
 	// Values are checked, never quoted into the query.

@@ -56,11 +56,16 @@ CREATE TRIGGER machines_dns_update AFTER UPDATE ON machines
         IS DISTINCT FROM (NEW.doc->>'Name', NEW.doc->>'Address', NEW.doc->>'Runnable', NEW.doc->'Meta'->>'redirect-endpoint'))
     EXECUTE FUNCTION dns_changed();
 -- Leases: an active lease of a machine gives it a record; renewals change nothing.
-CREATE TRIGGER leases_dns AFTER INSERT OR DELETE ON leases
-    FOR EACH ROW EXECUTE FUNCTION dns_changed();
+-- Only a lease naming a machine shows in the zones, so a rack's uploads of anonymous leases
+-- change neither the serial nor, through it, the rack's own config.
+CREATE TRIGGER leases_dns AFTER INSERT ON leases
+    FOR EACH ROW WHEN (coalesce(NEW.doc->>'MachineRef', '') <> '') EXECUTE FUNCTION dns_changed();
+CREATE TRIGGER leases_dns_delete AFTER DELETE ON leases
+    FOR EACH ROW WHEN (coalesce(OLD.doc->>'MachineRef', '') <> '') EXECUTE FUNCTION dns_changed();
 CREATE TRIGGER leases_dns_update AFTER UPDATE ON leases
     FOR EACH ROW WHEN ((OLD.addr, OLD.doc->>'State', OLD.doc->>'MachineRef')
-        IS DISTINCT FROM (NEW.addr, NEW.doc->>'State', NEW.doc->>'MachineRef'))
+        IS DISTINCT FROM (NEW.addr, NEW.doc->>'State', NEW.doc->>'MachineRef')
+        AND (coalesce(OLD.doc->>'MachineRef', '') <> '' OR coalesce(NEW.doc->>'MachineRef', '') <> ''))
     EXECUTE FUNCTION dns_changed();
 -- A ticket spent on an import makes the copy inactive until it closes (the copy is left out
 -- of the zones while inactive).
