@@ -1,0 +1,67 @@
+// Package libvirtdtest runs a real libvirtd for a test: its sockets, config and PID file in a
+// directory of the test, stopped by its PID when the test ends. As root it runs libvirt's system
+// instance (qemu:///system), so its domains and networks live in /etc/libvirt: tests give them
+// names of their own and remove them.
+package libvirtdtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/internal/testutil"
+)
+
+// Path is where Debian's libvirt-daemon installs libvirtd.
+const Path = "/usr/sbin/libvirtd"
+
+// Start runs libvirtd with its files in dir and returns its read-write socket once it accepts
+// connections; the test is skipped when libvirtd is not installed.
+func Start(t testing.TB, dir string) (socket string) {
+	t.Helper()
+	if _, err := os.Stat(Path); err != nil {
+		t.Skipf("libvirtd not installed (%s missing): apt-get install libvirt-daemon-system", Path)
+	}
+	config := filepath.Join(dir, "libvirtd.conf")
+	// No authentication on the sockets: only this host's root reaches the test's directory.
+	err := os.WriteFile(config, fmt.Appendf(nil, "unix_sock_dir = %q\nauth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n", dir), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log testutil.SafeBuffer
+	cmd := exec.Command(Path, "--config", config, "--pid-file", filepath.Join(dir, "libvirtd.pid"))
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGTERM)
+		<-exited
+		if t.Failed() {
+			t.Logf("libvirtd log:\n%s", log.String())
+		}
+	})
+	socket = filepath.Join(dir, "libvirt-sock")
+	testutil.EventuallyOK(t, 30*time.Second, func() string {
+		select {
+		case <-exited:
+			t.Fatalf("libvirtd exited before it listened:\n%s", log.String())
+		default:
+		}
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			return fmt.Sprintf("libvirtd does not listen on %s: %v\n%s", socket, err, log.String())
+		}
+		c.Close()
+		return ""
+	})
+	return socket
+}
