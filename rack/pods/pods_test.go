@@ -87,6 +87,17 @@ func (p pod) hasDomain(t *testing.T, name string) bool {
 
 func TestDiscoverReportsTheDirPoolAsStatfsSeesIt(t *testing.T) {
 	p := startPod(t)
+	// A transient network (gone with the daemon) on a host bridge: nothing to start but its definition.
+	network := p.pool // names of networks and pools are apart
+	netDoc, err := (&libvirtxml.Network{
+		Name: network, Forward: &libvirtxml.NetworkForward{Mode: "bridge"}, Bridge: &libvirtxml.NetworkBridge{Name: "br-ironflow"},
+	}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.conn.lv.NetworkCreateXML(netDoc); err != nil {
+		t.Fatal(err)
+	}
 	facts, err := p.conn.Discover()
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +108,9 @@ func TestDiscoverReportsTheDirPoolAsStatfsSeesIt(t *testing.T) {
 	}
 	if facts.Arch == "" || facts.Cores < 1 || facts.MemoryBytes == 0 {
 		t.Fatalf("facts without arch, cores or memory: %+v", facts)
+	}
+	if !slices.Contains(facts.Networks, Network{Name: network, Bridge: "br-ironflow", Active: true}) {
+		t.Errorf("network %s on br-ironflow not discovered: %+v", network, facts.Networks)
 	}
 	if mem := numaMemTotal(t); facts.MemoryBytes != mem {
 		t.Errorf("memory %d bytes, the NUMA nodes have %d", facts.MemoryBytes, mem)
