@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+	"libvirt.org/go/libvirtxml"
+
 	"github.com/ironflow/ironflow/internal/testutil"
 )
 
@@ -64,4 +68,25 @@ func Start(t testing.TB, dir string) (socket string) {
 		return ""
 	})
 	return socket
+}
+
+// DirPool creates a transient dir storage pool named name on the daemon at socket, its files in
+// dir (created): it is gone with the daemon, nothing is left in /etc/libvirt/storage.
+func DirPool(t testing.TB, socket, name, dir string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := (&libvirtxml.StoragePool{Type: "dir", Name: name, Target: &libvirtxml.StoragePoolTarget{Path: dir}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(socket)))
+	if err := lv.ConnectToURI(libvirt.QEMUSystem); err != nil {
+		t.Fatal(err)
+	}
+	defer lv.Disconnect()
+	if _, err := lv.StoragePoolCreateXML(doc, 0); err != nil {
+		t.Fatalf("create storage pool %s: %v", name, err)
+	}
 }

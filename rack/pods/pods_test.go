@@ -35,17 +35,7 @@ func startPod(t *testing.T) pod {
 	t.Cleanup(func() { conn.Close() })
 
 	p := pod{conn: conn, pool: "ironflow-test-" + filepath.Base(dir), poolDir: filepath.Join(dir, "pool")}
-	if err := os.Mkdir(p.poolDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := (&libvirtxml.StoragePool{Type: "dir", Name: p.pool, Target: &libvirtxml.StoragePoolTarget{Path: p.poolDir}}).Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Transient: the pool is gone with the daemon, nothing is left in /etc/libvirt/storage.
-	if _, err := conn.lv.StoragePoolCreateXML(doc, 0); err != nil {
-		t.Fatal(err)
-	}
+	libvirtdtest.DirPool(t, socket, p.pool, p.poolDir)
 	return p
 }
 
