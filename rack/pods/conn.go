@@ -14,7 +14,8 @@ import (
 
 // Conn is one connection to a pod's libvirt daemon (the qemu:///system driver).
 type Conn struct {
-	lv *libvirt.Libvirt
+	lv             *libvirt.Libvirt
+	closeTransport func() error // what carries the connection besides its socket (an SSH client), or nil
 }
 
 // DialUnix connects to the libvirt daemon listening on the unix socket at path.
@@ -28,7 +29,11 @@ func DialUnix(path string, timeout time.Duration) (*Conn, error) {
 
 // Close ends the connection.
 func (c *Conn) Close() error {
-	if err := c.lv.Disconnect(); err != nil {
+	err := c.lv.Disconnect()
+	if c.closeTransport != nil {
+		err = errors.Join(err, c.closeTransport())
+	}
+	if err != nil {
 		return fmt.Errorf("disconnect from libvirt: %w", err)
 	}
 	return nil
