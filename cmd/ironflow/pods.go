@@ -35,7 +35,7 @@ var podNoun = noun[api.Pod]{
 }
 
 func newPodsCommand() *cobra.Command {
-	return podNoun.command(append(podNoun.crud(), newPodsRefreshCommand())...)
+	return podNoun.command(append(podNoun.crud(), newPodsRefreshCommand(), newPodsComposeCommand())...)
 }
 
 // podDialTimeout bounds reaching a pod's libvirt daemon.

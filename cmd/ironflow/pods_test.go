@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,8 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/ironflow/ironflow/dev/libvirtdtest"
+	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -19,9 +25,11 @@ import (
 type podRegion struct {
 	url string
 
-	mu      sync.Mutex
-	pod     api.Pod
-	patches []map[string]json.RawMessage
+	mu       sync.Mutex
+	pod      api.Pod
+	patches  []map[string]json.RawMessage
+	machines []api.Machine // declared
+	refuse   bool          // refuse machines with 409, as for a name taken
 }
 
 func newPodRegion(t *testing.T, pod api.Pod) *podRegion {
@@ -49,6 +57,17 @@ func newPodRegion(t *testing.T, pod api.Pod) *podRegion {
 		json.Unmarshal(body, &r.pod) // a merge patch of top-level fields: decoding over the pod applies it
 		answer(w, http.StatusOK, r.pod)
 	})
+	mux.HandleFunc("POST /api/v1/machines", func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var m api.Machine
+		if err := json.NewDecoder(req.Body).Decode(&m); err != nil || r.refuse {
+			answer(w, http.StatusConflict, api.Error{Error: "machine Name " + m.Name + " already exists", Code: 409})
+			return
+		}
+		r.machines = append(r.machines, m)
+		answer(w, http.StatusCreated, m)
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
@@ -56,14 +75,9 @@ func newPodRegion(t *testing.T, pod api.Pod) *podRegion {
 }
 
 func TestPodsRefreshStoresTheHypervisorsFacts(t *testing.T) {
-	dir := t.TempDir()
-	socket := libvirtdtest.Start(t, dir)
-	pool := "ironflow-cli-" + filepath.Base(dir)
-	libvirtdtest.DirPool(t, socket, pool, filepath.Join(dir, "pool"))
-	r := newPodRegion(t, api.Pod{
-		Uuid: "0d000000-0000-4000-8000-000000000001", Name: "kvm-01", Type: "virsh",
-		PowerAddress: "qemu:///system?socket=" + socket, StorageGiB: 1,
-	})
+	_, pool, pod := startPodHost(t)
+	pod.StorageGiB = 1
+	r := newPodRegion(t, pod)
 
 	code, out, stderr := (&fakeRegion{url: r.url}).cli(t, "", "pods", "refresh", "kvm-01", "-o", "json")
 	if code != 0 {
@@ -78,7 +92,7 @@ func TestPodsRefreshStoresTheHypervisorsFacts(t *testing.T) {
 		t.Fatalf("pool %s not stored: %+v", pool, got.StoragePools)
 	}
 	sp := got.StoragePools[i]
-	if sp.Type != "dir" || sp.Path != filepath.Join(dir, "pool") || sp.CapacityBytes == 0 || sp.AvailableBytes == 0 {
+	if sp.Type != "dir" || filepath.Base(sp.Path) != "pool" || sp.CapacityBytes == 0 || sp.AvailableBytes == 0 {
 		t.Errorf("stored pool %+v", sp)
 	}
 	if got.Arch == "" || got.Cores < 1 || got.MemoryMiB < 1 || got.StorageGiB <= 1 {
@@ -107,6 +121,105 @@ func TestPodsRefreshRefusesAnUnreachablePodAndStoresNothing(t *testing.T) {
 		}
 		if len(r.patches) != 0 {
 			t.Errorf("%s: patched %v", c.address, r.patches)
+		}
+	}
+}
+
+// startPodHost is a real libvirtd with a dir pool (its files in a directory named pool), and
+// the pod record pointing at it.
+func startPodHost(t *testing.T) (socket, pool string, pod api.Pod) {
+	dir := t.TempDir()
+	socket = libvirtdtest.Start(t, dir)
+	pool = "ironflow-cli-" + filepath.Base(dir)
+	libvirtdtest.DirPool(t, socket, pool, filepath.Join(dir, "pool"))
+	return socket, pool, api.Pod{
+		Uuid: "0d000000-0000-4000-8000-000000000001", Name: "kvm-01", Type: "virsh", Rack: "0a000000-0000-4000-8000-000000000001",
+		PowerAddress: "qemu:///system?socket=" + socket, VMs: []string{},
+	}
+}
+
+func TestPodsComposeDeclaresTheVMAsAMachine(t *testing.T) {
+	socket, pool, pod := startPodHost(t)
+	r := newPodRegion(t, pod)
+	name := fmt.Sprintf("ironflow-cli-%d", time.Now().UnixNano())
+	code, out, stderr := (&fakeRegion{url: r.url}).cli(t, "", "pods", "compose", "kvm-01", "--name", name,
+		"--cores", "2", "--memory", "256M", "--storage", pool+":1G", "--bridge", "br0", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	conn, err := pods.DialUnix(socket, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	defer conn.Decompose(name)
+
+	var m api.Machine
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(r.machines) != 1 || m.Name != name || m.Pod != pod.Uuid || m.Rack != pod.Rack || len(m.HardwareAddrs) != 1 || m.Status != api.StatusNew {
+		t.Fatalf("declared %+v (%d machines)", m, len(r.machines))
+	}
+	if _, err := uuid.Parse(m.Uuid); err != nil {
+		t.Errorf("machine Uuid %q: %v", m.Uuid, err)
+	}
+	if len(r.patches) != 1 || string(r.patches[0]["VMs"]) != `["`+m.Uuid+`"]` {
+		t.Errorf("pod patches %v, want VMs set to the machine", r.patches)
+	}
+	if vols := libvirtdtest.Volumes(t, socket, pool); !slices.Equal(vols, []string{name + "-disk0"}) {
+		t.Errorf("pool volumes %v", vols)
+	}
+	if err := conn.Decompose(name); err != nil {
+		t.Errorf("the composed VM: %v", err)
+	}
+}
+
+// When the region refuses the machine, the VM composed for it is decomposed: the hypervisor has
+// neither its domain nor its volume.
+func TestPodsComposeRefusedByTheRegionLeavesNothingOnThePod(t *testing.T) {
+	socket, pool, pod := startPodHost(t)
+	r := newPodRegion(t, pod)
+	r.refuse = true
+	name := fmt.Sprintf("ironflow-cli-%d", time.Now().UnixNano())
+	code, _, stderr := (&fakeRegion{url: r.url}).cli(t, "", "pods", "compose", "kvm-01", "--name", name,
+		"--memory", "256M", "--storage", pool+":1G", "--bridge", "br0")
+	if code == 0 || !strings.Contains(stderr, "declare machine "+name) || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("exit %d, stderr %q: want the region's refusal", code, stderr)
+	}
+	if vols := libvirtdtest.Volumes(t, socket, pool); len(vols) != 0 {
+		t.Errorf("volumes left: %v", vols)
+	}
+	conn, err := pods.DialUnix(socket, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Decompose(name); !errors.Is(err, pods.ErrNoVM) {
+		t.Errorf("domain %s: %v, want it gone", name, err)
+	}
+	if len(r.patches) != 0 {
+		t.Errorf("pod patched: %v", r.patches)
+	}
+}
+
+func TestPodsComposeBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--memory", "2X"}, "--memory"},
+		{[]string{"--memory", "0"}, "--memory"},
+		{[]string{"--storage", "10G"}, "want POOL:SIZE"},
+		{[]string{"--storage", "default:-1G"}, "positive whole number"},
+	} {
+		r := newPodRegion(t, api.Pod{Uuid: "0d000000-0000-4000-8000-000000000001", Name: "kvm-01", PowerAddress: "qemu:///system"})
+		code, _, stderr := (&fakeRegion{url: r.url}).cli(t, "", append([]string{"pods", "compose", "kvm-01"}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
+		}
+		if len(r.machines) != 0 || len(r.patches) != 0 {
+			t.Errorf("%v: region changed", c.args)
 		}
 	}
 }

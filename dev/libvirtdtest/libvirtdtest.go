@@ -81,12 +81,41 @@ func DirPool(t testing.TB, socket, name, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lv := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(socket)))
-	if err := lv.ConnectToURI(libvirt.QEMUSystem); err != nil {
-		t.Fatal(err)
-	}
+	lv := connect(t, socket)
 	defer lv.Disconnect()
 	if _, err := lv.StoragePoolCreateXML(doc, 0); err != nil {
 		t.Fatalf("create storage pool %s: %v", name, err)
 	}
+}
+
+// Volumes lists the names of the volumes in the pool, refreshed first.
+func Volumes(t testing.TB, socket, pool string) []string {
+	t.Helper()
+	lv := connect(t, socket)
+	defer lv.Disconnect()
+	p, err := lv.StoragePoolLookupByName(pool)
+	if err == nil {
+		err = lv.StoragePoolRefresh(p, 0)
+	}
+	if err != nil {
+		t.Fatalf("storage pool %s: %v", pool, err)
+	}
+	vols, _, err := lv.StoragePoolListAllVolumes(p, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(vols))
+	for i, v := range vols {
+		names[i] = v.Name
+	}
+	return names
+}
+
+func connect(t testing.TB, socket string) *libvirt.Libvirt {
+	t.Helper()
+	lv := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(socket)))
+	if err := lv.ConnectToURI(libvirt.QEMUSystem); err != nil {
+		t.Fatalf("connect to libvirtd at %s: %v", socket, err)
+	}
+	return lv
 }
