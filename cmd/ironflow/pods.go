@@ -35,7 +35,7 @@ var podNoun = noun[api.Pod]{
 }
 
 func newPodsCommand() *cobra.Command {
-	return podNoun.command(append(podNoun.crud(), newPodsRefreshCommand(), newPodsComposeCommand())...)
+	return podNoun.command(append(podNoun.crud(), newPodsRefreshCommand(), newPodsComposeCommand(), newPodsDecomposeCommand())...)
 }
 
 // podDialTimeout bounds reaching a pod's libvirt daemon.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -75,7 +76,7 @@ func composeMachine(ctx context.Context, c *client.Client, pod api.Pod, vm pods.
 		return api.Machine{}, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
 	undo := func(cause error) (api.Machine, error) {
-		if err := conn.Decompose(composed.Name); err != nil {
+		if err := conn.Decompose(composed.UUID); err != nil {
 			cause = errors.Join(cause, fmt.Errorf("undo: %w", err))
 		}
 		return api.Machine{}, cause
@@ -88,17 +89,24 @@ func composeMachine(ctx context.Context, c *client.Client, pod api.Pod, vm pods.
 	if err != nil {
 		return undo(fmt.Errorf("declare machine %s: %w", composed.Name, err))
 	}
-	patch, err := json.Marshal(map[string]any{"VMs": append(pod.VMs, m.Uuid)})
-	if err == nil {
-		_, err = c.Pods().Patch(ctx, pod.Uuid, patch)
-	}
-	if err != nil {
+	if err := setPodVMs(ctx, c, pod, append(slices.Clone(pod.VMs), m.Uuid)); err != nil {
 		if derr := c.Machines().Delete(ctx, m.Uuid, false); derr != nil {
 			err = errors.Join(err, fmt.Errorf("undo: delete machine %s: %w", m.Name, derr))
 		}
 		return undo(fmt.Errorf("pod %s: record VM %s: %w", pod.Name, m.Name, err))
 	}
 	return m, nil
+}
+
+// setPodVMs stores the pod's list of VMs (machine UUIDs). Like any patch of the region it is
+// last writer wins: two composes on one pod at once can lose an entry.
+func setPodVMs(ctx context.Context, c *client.Client, pod api.Pod, vms []string) error {
+	patch, err := json.Marshal(map[string]any{"VMs": vms})
+	if err != nil {
+		return err
+	}
+	_, err = c.Pods().Patch(ctx, pod.Uuid, patch)
+	return err
 }
 
 // parseDisks reads --storage POOL:SIZE flags.
@@ -132,4 +140,46 @@ func parseSize(s string) (uint64, error) {
 		return 0, fmt.Errorf("size %q: want a positive whole number with an optional K, M, G or T suffix", s)
 	}
 	return v << by, nil
+}
+
+func newPodsDecomposeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "decompose POD MACHINE",
+		Short: "Remove a VM composed on a pod (its domain and volumes) and its machine",
+		Long: "Remove a VM composed on a pod: its domain and its volumes on the hypervisor, then its machine and its entry in the pod's VMs. " +
+			"A VM already gone from the hypervisor is not an error, so a decompose that failed half-way can be run again. " + podNoun.keyHelp(),
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := regionClient(cmd)
+			pod, err := c.Pods().Get(cmd.Context(), podNoun.key(args[0]))
+			if err != nil {
+				return err
+			}
+			m, err := c.Machines().Get(cmd.Context(), machines.key(args[1]))
+			if err != nil {
+				return err
+			}
+			if m.Pod != pod.Uuid {
+				return fmt.Errorf("machine %s is not a VM of pod %s", m.Name, pod.Name)
+			}
+			conn, err := pods.Dial(pod.PowerAddress, podDialTimeout)
+			if err != nil {
+				return fmt.Errorf("pod %s: %w", pod.Name, err)
+			}
+			defer conn.Close()
+			// The domain's UUID is the machine's (compose made them one).
+			if err := conn.Decompose(m.Uuid); err != nil && !errors.Is(err, pods.ErrNoVM) {
+				return fmt.Errorf("pod %s: %w", pod.Name, err)
+			}
+			if err := c.Machines().Delete(cmd.Context(), m.Uuid, false); err != nil {
+				return fmt.Errorf("delete machine %s: %w", m.Name, err)
+			}
+			vms := slices.DeleteFunc(slices.Clone(pod.VMs), func(v string) bool { return v == m.Uuid })
+			if err := setPodVMs(cmd.Context(), c, pod, vms); err != nil {
+				return fmt.Errorf("pod %s: forget VM %s: %w", pod.Name, m.Name, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Decomposed %s from pod %s\n", m.Name, pod.Name)
+			return nil
+		},
+	}
 }

@@ -68,6 +68,25 @@ func newPodRegion(t *testing.T, pod api.Pod) *podRegion {
 		r.machines = append(r.machines, m)
 		answer(w, http.StatusCreated, m)
 	})
+	mux.HandleFunc("GET /api/v1/machines/{key}", func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if i := r.machine(req.PathValue("key")); i >= 0 {
+			answer(w, http.StatusOK, r.machines[i])
+			return
+		}
+		answer(w, http.StatusNotFound, api.Error{Error: "machines not found", Code: 404})
+	})
+	mux.HandleFunc("DELETE /api/v1/machines/{key}", func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if i := r.machine(req.PathValue("key")); i >= 0 {
+			r.machines = slices.Delete(r.machines, i, i+1)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		answer(w, http.StatusNotFound, api.Error{Error: "machines not found", Code: 404})
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
@@ -125,6 +144,11 @@ func TestPodsRefreshRefusesAnUnreachablePodAndStoresNothing(t *testing.T) {
 	}
 }
 
+// machine is the index of the declared machine with key (a UUID or Name:name), or -1.
+func (r *podRegion) machine(key string) int {
+	return slices.IndexFunc(r.machines, func(m api.Machine) bool { return key == m.Uuid || key == "Name:"+m.Name })
+}
+
 // startPodHost is a real libvirtd with a dir pool (its files in a directory named pool), and
 // the pod record pointing at it.
 func startPodHost(t *testing.T) (socket, pool string, pod api.Pod) {
@@ -138,7 +162,7 @@ func startPodHost(t *testing.T) (socket, pool string, pod api.Pod) {
 	}
 }
 
-func TestPodsComposeDeclaresTheVMAsAMachine(t *testing.T) {
+func TestPodsComposeThenDecompose(t *testing.T) {
 	socket, pool, pod := startPodHost(t)
 	r := newPodRegion(t, pod)
 	name := fmt.Sprintf("ironflow-cli-%d", time.Now().UnixNano())
@@ -170,8 +194,24 @@ func TestPodsComposeDeclaresTheVMAsAMachine(t *testing.T) {
 	if vols := libvirtdtest.Volumes(t, socket, pool); !slices.Equal(vols, []string{name + "-disk0"}) {
 		t.Errorf("pool volumes %v", vols)
 	}
-	if err := conn.Decompose(name); err != nil {
-		t.Errorf("the composed VM: %v", err)
+
+	f := &fakeRegion{url: r.url}
+	if code, _, stderr := f.cli(t, "", "pods", "decompose", "kvm-01", name); code != 0 {
+		t.Fatalf("decompose: exit %d: %s", code, stderr)
+	}
+	if vols := libvirtdtest.Volumes(t, socket, pool); len(vols) != 0 {
+		t.Errorf("volumes left after decompose: %v", vols)
+	}
+	if err := conn.Decompose(name); !errors.Is(err, pods.ErrNoVM) {
+		t.Errorf("domain after decompose: %v, want it gone", err)
+	}
+	if len(r.machines) != 0 || len(r.patches) != 2 || string(r.patches[1]["VMs"]) != "[]" {
+		t.Errorf("region after decompose: machines %v, pod patches %v", r.machines, r.patches)
+	}
+	// A machine of another pod is refused.
+	r.machines = append(r.machines, api.Machine{Uuid: "3a000000-0000-4000-8000-000000000009", Name: "other", Pod: "0d000000-0000-4000-8000-000000000002"})
+	if code, _, stderr := f.cli(t, "", "pods", "decompose", "kvm-01", "other"); code == 0 || !strings.Contains(stderr, "is not a VM of pod kvm-01") {
+		t.Errorf("decompose of another pod's machine: exit %d, %s", code, stderr)
 	}
 }
 

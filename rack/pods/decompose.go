@@ -5,16 +5,17 @@ import (
 	"fmt"
 
 	"github.com/digitalocean/go-libvirt"
+	"github.com/google/uuid"
 )
 
 // ErrNoVM is returned for a VM the pod does not have.
 var ErrNoVM = errors.New("no such VM on the pod")
 
-// Decompose stops the VM if it runs, deletes the storage-pool volumes its disks use, then
+// Decompose stops the VM (named by its domain name or UUID) if it runs, deletes the storage-pool volumes its disks use, then
 // undefines it. The domain goes last so a decompose that fails half-way can be retried: the
 // domain still names the volumes left. Disks that are not pool volumes are left alone.
 func (c *Conn) Decompose(name string) error {
-	dom, err := c.lv.DomainLookupByName(name)
+	dom, err := c.lookupDomain(name)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {
 			return fmt.Errorf("decompose %s: %w", name, ErrNoVM)
@@ -53,6 +54,14 @@ func (c *Conn) Decompose(name string) error {
 		return fmt.Errorf("decompose %s: %w", name, err)
 	}
 	return nil
+}
+
+// lookupDomain finds a domain by UUID, or else by name.
+func (c *Conn) lookupDomain(key string) (libvirt.Domain, error) {
+	if id, err := uuid.Parse(key); err == nil {
+		return c.lv.DomainLookupByUUID(libvirt.UUID(id))
+	}
+	return c.lv.DomainLookupByName(key)
 }
 
 func (c *Conn) undefine(dom libvirt.Domain) error {
