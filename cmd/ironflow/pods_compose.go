@@ -81,9 +81,11 @@ func composeMachine(ctx context.Context, c *client.Client, pod api.Pod, vm pods.
 		}
 		return api.Machine{}, cause
 	}
-	// The machine's UUID is the VM's, which its firmware reports as the SMBIOS UUID.
+	// The machine's UUID is the VM's, which its firmware reports as the SMBIOS UUID: the
+	// enlistment matches either identity.
 	m, err := c.Machines().Create(ctx, api.Machine{
 		Uuid: composed.UUID, Name: composed.Name, HardwareAddrs: []string{composed.MAC},
+		Fingerprint: api.Fingerprint{SystemUUID: composed.UUID},
 		Pod: pod.Uuid, Rack: pod.Rack, Status: api.StatusNew,
 	})
 	if err != nil {

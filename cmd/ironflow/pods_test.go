@@ -185,8 +185,8 @@ func TestPodsComposeThenDecompose(t *testing.T) {
 	if len(r.machines) != 1 || m.Name != name || m.Pod != pod.Uuid || m.Rack != pod.Rack || len(m.HardwareAddrs) != 1 || m.Status != api.StatusNew {
 		t.Fatalf("declared %+v (%d machines)", m, len(r.machines))
 	}
-	if _, err := uuid.Parse(m.Uuid); err != nil {
-		t.Errorf("machine Uuid %q: %v", m.Uuid, err)
+	if _, err := uuid.Parse(m.Uuid); err != nil || m.Fingerprint.SystemUUID != m.Uuid {
+		t.Errorf("machine Uuid %q, SMBIOS UUID %q: want the VM's in both: %v", m.Uuid, m.Fingerprint.SystemUUID, err)
 	}
 	if len(r.patches) != 1 || string(r.patches[0]["VMs"]) != `["`+m.Uuid+`"]` {
 		t.Errorf("pod patches %v, want VMs set to the machine", r.patches)
