@@ -25,11 +25,14 @@ import (
 const Path = "/usr/sbin/libvirtd"
 
 // Start runs libvirtd with its files in dir and returns its read-write socket once it accepts
-// connections; the test is skipped when libvirtd is not installed.
+// connections; the test is skipped when libvirtd is not installed or the test is not root.
 func Start(t testing.TB, dir string) (socket string) {
 	t.Helper()
 	if _, err := os.Stat(Path); err != nil {
 		t.Skipf("libvirtd not installed (%s missing): apt-get install libvirt-daemon-system", Path)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("libvirtd tests run libvirt's system instance: they need root")
 	}
 	config := filepath.Join(dir, "libvirtd.conf")
 	// No authentication on the sockets: only this host's root reaches the test's directory.
