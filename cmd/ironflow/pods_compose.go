@@ -84,9 +84,13 @@ func composeMachine(ctx context.Context, c *client.Client, pod api.Pod, vm pods.
 	// The machine's UUID is the VM's, which its firmware reports as the SMBIOS UUID: the
 	// enlistment matches either identity.
 	m, err := c.Machines().Create(ctx, api.Machine{
-		Uuid: composed.UUID, Name: composed.Name, HardwareAddrs: []string{composed.MAC},
-		Fingerprint: api.Fingerprint{SystemUUID: composed.UUID},
-		Pod:         pod.Uuid, Rack: pod.Rack, Status: api.StatusNew,
+		Uuid:          composed.UUID,
+		Name:          composed.Name,
+		HardwareAddrs: []string{composed.MAC},
+		Fingerprint:   api.Fingerprint{SystemUUID: composed.UUID},
+		Pod:           pod.Uuid,
+		Rack:          pod.Rack,
+		Status:        api.StatusNew,
 	})
 	if err != nil {
 		return undo(fmt.Errorf("declare machine %s: %w", composed.Name, err))
