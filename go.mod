@@ -3,6 +3,7 @@ module github.com/ironflow/ironflow
 go 1.26.8
 
 require (
+	github.com/digitalocean/go-libvirt v0.0.0-20261013170128-efbbdf578ac8
 	github.com/google/uuid v1.6.0
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	github.com/jackc/pgx/v5 v5.12.0
@@ -19,6 +20,7 @@ require (
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/protobuf v1.36.12
+	libvirt.org/go/libvirtxml v1.12008.0
 	sigs.k8s.io/yaml v1.6.0
 )
 

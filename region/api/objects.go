@@ -55,6 +55,41 @@ type Pod struct {
 	StorageGiB   int               `json:"StorageGiB"`
 	VMs          []string          `json:"VMs"` // machine UUIDs
 	Meta         map[string]string `json:"Meta"`
+
+	// What the hypervisor reported at the last refresh (`ironflow pods refresh`), which also
+	// sets Cores, MemoryMiB and StorageGiB (the pools' total capacity). Absent until then.
+	Arch         string           `json:"Arch,omitempty"` // libvirt's name: x86_64, aarch64, ppc64le
+	StoragePools []PodStoragePool `json:"StoragePools,omitempty"`
+	Networks     []PodNetwork     `json:"Networks,omitempty"`
+}
+
+// PodStoragePool is one storage pool of a pod with its usage at the last refresh. Free space is
+// AvailableBytes; used is AllocationBytes (on a pool sharing its filesystem, other files count too).
+type PodStoragePool struct {
+	Name            string `json:"Name"`
+	Type            string `json:"Type"` // libvirt's pool type: dir, logical, netfs, ...
+	Path            string `json:"Path"`
+	Active          bool   `json:"Active"`
+	CapacityBytes   uint64 `json:"CapacityBytes"`
+	AllocationBytes uint64 `json:"AllocationBytes"`
+	AvailableBytes  uint64 `json:"AvailableBytes"`
+}
+
+// PodNetwork is one virtual network of a pod.
+type PodNetwork struct {
+	Name   string `json:"Name"`
+	Bridge string `json:"Bridge"`
+	Active bool   `json:"Active"`
+}
+
+// StorageUsage sums the pod's storage pools: the per-pod used and free.
+func (p Pod) StorageUsage() (capacity, used, free uint64) {
+	for _, sp := range p.StoragePools {
+		capacity += sp.CapacityBytes
+		used += sp.AllocationBytes
+		free += sp.AvailableBytes
+	}
+	return capacity, used, free
 }
 
 // Fabric is a layer-2 domain.

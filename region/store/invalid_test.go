@@ -114,6 +114,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"pod negative cores", func() error {
 			return s.Create(ctx, alice, api.KindPods, &api.Pod{Name: "kvm", Cores: -1})
 		}, store.ErrInvalid, "may not be negative"},
+		{"pod storage pool twice", func() error {
+			sp := api.PodStoragePool{Name: "default", Type: "dir", Path: "/var/lib/libvirt/images"}
+			return s.Create(ctx, alice, api.KindPods, &api.Pod{Name: "kvm", StoragePools: []api.PodStoragePool{sp, sp}})
+		}, store.ErrInvalid, `pod kvm StoragePools names lists "default" twice`},
+		{"pod storage pool without name", func() error {
+			return s.Create(ctx, alice, api.KindPods, &api.Pod{Name: "kvm", StoragePools: []api.PodStoragePool{{Type: "dir"}}})
+		}, store.ErrInvalid, "StoragePools names contains an empty entry"},
 		{"replace changes Uuid", func() error {
 			return s.Replace(ctx, alice, api.KindMachines, "Name:m1", &api.Machine{Uuid: "3a000000-0000-4000-8000-000000000002", Name: "m1"})
 		}, store.ErrInvalid, "identity cannot change"},

@@ -32,6 +32,12 @@ var pods = newKind(kind[api.Pod]{
 		if p.Cores < 0 || p.MemoryMiB < 0 || p.StorageGiB < 0 {
 			return invalidf("pod %s capacity (Cores, MemoryMiB, StorageGiB) may not be negative", p.Name)
 		}
+		if err := uniqueNamed("pod "+p.Name, "StoragePools", p.StoragePools, func(sp api.PodStoragePool) string { return sp.Name }); err != nil {
+			return err
+		}
+		if err := uniqueNamed("pod "+p.Name, "Networks", p.Networks, func(n api.PodNetwork) string { return n.Name }); err != nil {
+			return err
+		}
 		for i := range p.VMs {
 			if err := canonUUID("pod "+p.Name, "VMs", &p.VMs[i], false); err != nil {
 				return err

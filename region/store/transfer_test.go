@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +26,9 @@ func rackFixtures(t *testing.T, s *store.Store) {
 	mustCreate(t, s, api.KindPools, &api.Pool{Name: "gold", Description: "rack-a machines"})
 	mustCreate(t, s, api.KindMachines, &api.Machine{Uuid: mach2, Name: "m2", Pool: "gold", Rack: rackA, Address: "10.0.0.12",
 		HardwareAddrs: []string{"52:54:00:aa:bb:02"}})
-	mustCreate(t, s, api.KindPods, &api.Pod{Uuid: pod1, Name: "kvm-1", Type: "virsh", Rack: rackA})
+	mustCreate(t, s, api.KindPods, &api.Pod{Uuid: pod1, Name: "kvm-1", Type: "virsh", Rack: rackA, Arch: "ppc64le",
+		StoragePools: []api.PodStoragePool{{Name: "default", Type: "dir", Path: "/var/lib/libvirt/images", Active: true, CapacityBytes: 100 << 30, AllocationBytes: 30 << 30, AvailableBytes: 70 << 30}},
+		Networks:     []api.PodNetwork{{Name: "default", Bridge: "virbr0", Active: true}}})
 	mustCreate(t, s, api.KindLeases, &api.Lease{Addr: "10.0.0.12", MAC: "52:54:00:aa:bb:02", Subnet: subnet1, Rack: rackA,
 		State: "active", Start: time.Now().UTC(), Expires: time.Now().Add(time.Hour).UTC()})
 }
@@ -137,6 +140,14 @@ func TestImportRackIsIdempotentAndUndone(t *testing.T) {
 	var l api.Lease
 	if err := dst.Get(ctx, api.KindLeases, "Addr:10.0.0.12", &l); err != nil || l.MAC != "52:54:00:aa:bb:02" {
 		t.Errorf("imported lease %+v, %v", l, err)
+	}
+	// The pod travels with the facts of its last refresh.
+	var srcPod, dstPod api.Pod
+	if err := src.Get(ctx, api.KindPods, pod1, &srcPod); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Get(ctx, api.KindPods, pod1, &dstPod); err != nil || !reflect.DeepEqual(dstPod, srcPod) {
+		t.Errorf("imported pod %+v (%v), want %+v", dstPod, err, srcPod)
 	}
 	once := snapshotOf(t, dst, "racks", "fabrics", "vlans", "subnets", "leases", "pods", "pools")
 	if res, err = dst.ImportRack(ctx, alice, b); err != nil || res.Created != 0 {

@@ -146,6 +146,15 @@ func uniqueStrings(noun, field string, list []string) error {
 	return nil
 }
 
+// uniqueNamed checks that every element of list has a name and that no two share one.
+func uniqueNamed[T any](noun, field string, list []T, name func(T) string) error {
+	names := make([]string, len(list))
+	for i, v := range list {
+		names[i] = name(v)
+	}
+	return uniqueStrings(noun, field+" names", names)
+}
+
 // nullable maps "" to SQL NULL for optional reference columns.
 func nullable(s string) any {
 	if s == "" {

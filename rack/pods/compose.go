@@ -1,0 +1,270 @@
+package pods
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/google/uuid"
+	"libvirt.org/go/libvirtxml"
+)
+
+// VM asks for one VM on a pod.
+type VM struct {
+	Name        string
+	Arch        string // empty: the pod's own architecture
+	Cores       int
+	MemoryBytes uint64
+	Disks       []Disk
+	NIC         NIC
+}
+
+// Disk is a volume carved from a named storage pool.
+type Disk struct {
+	Pool      string
+	SizeBytes uint64
+}
+
+// NIC attaches the VM to a host bridge or to a libvirt network (exactly one of them).
+type NIC struct {
+	Bridge  string
+	Network string
+	MAC     string // empty: libvirt picks one
+}
+
+// Composed is a VM that Compose defined.
+type Composed struct {
+	Name    string
+	UUID    string
+	MAC     string
+	Volumes []Volume
+}
+
+// Volume is one disk of a composed VM.
+type Volume struct {
+	Pool string
+	Name string
+}
+
+// names libvirt objects may have here: they end up in file names and XML.
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+func (vm VM) validate() error {
+	if !validName.MatchString(vm.Name) {
+		return fmt.Errorf("VM name %q: want letters, digits, '.', '_' or '-', at most 63", vm.Name)
+	}
+	if vm.Cores < 1 {
+		return fmt.Errorf("VM %s: cores %d: want at least 1", vm.Name, vm.Cores)
+	}
+	if vm.MemoryBytes < 1<<20 {
+		return fmt.Errorf("VM %s: memory %d bytes: want at least 1 MiB", vm.Name, vm.MemoryBytes)
+	}
+	if len(vm.Disks) == 0 {
+		return fmt.Errorf("VM %s: no disk", vm.Name)
+	}
+	for i, d := range vm.Disks {
+		if d.Pool == "" || d.SizeBytes == 0 {
+			return fmt.Errorf("VM %s: disk %d: want a storage pool and a size", vm.Name, i)
+		}
+	}
+	if (vm.NIC.Bridge == "") == (vm.NIC.Network == "") {
+		return fmt.Errorf("VM %s: NIC: want exactly one of a bridge or a network", vm.Name)
+	}
+	if vm.NIC.MAC != "" {
+		if _, err := net.ParseMAC(vm.NIC.MAC); err != nil {
+			return fmt.Errorf("VM %s: NIC MAC: %w", vm.Name, err)
+		}
+	}
+	return nil
+}
+
+// Compose creates the VM's volumes and defines its domain (not started), booting from the network
+// first so it PXE-boots from the rack. It either succeeds or leaves nothing behind: when a step
+// fails, the volumes it already created are deleted again.
+func (c *Conn) Compose(vm VM) (Composed, error) {
+	if err := vm.validate(); err != nil {
+		return Composed{}, err
+	}
+	caps, err := c.capabilities()
+	if err != nil {
+		return Composed{}, err
+	}
+	arch := vm.Arch
+	if arch == "" && caps.Host.CPU != nil {
+		arch = caps.Host.CPU.Arch
+	}
+	domainType, err := guestDomainType(caps, arch)
+	if err != nil {
+		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+	}
+	if err := c.checkRoom(vm.Disks); err != nil {
+		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+	}
+
+	out := Composed{Name: vm.Name, UUID: uuid.NewString()}
+	var created []libvirt.StorageVol
+	undo := func(cause error) (Composed, error) {
+		var errs []error
+		for _, v := range created {
+			if err := c.lv.StorageVolDelete(v, 0); err != nil {
+				errs = append(errs, fmt.Errorf("undo: delete volume %s/%s: %w", v.Pool, v.Name, err))
+			}
+		}
+		return Composed{}, errors.Join(append([]error{cause}, errs...)...)
+	}
+	for i, d := range vm.Disks {
+		vol, err := c.createVolume(d, fmt.Sprintf("%s-disk%d", vm.Name, i))
+		if err != nil {
+			return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
+		}
+		created = append(created, vol)
+		out.Volumes = append(out.Volumes, Volume{Pool: vol.Pool, Name: vol.Name})
+	}
+	doc, err := domainXML(vm, out, arch, domainType)
+	if err != nil {
+		return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
+	}
+	dom, err := c.lv.DomainDefineXMLFlags(doc, 0)
+	if err != nil {
+		return undo(fmt.Errorf("VM %s: define domain: %w", vm.Name, err))
+	}
+	if out.MAC, err = c.domainMAC(dom); err != nil {
+		return undo(errors.Join(err, c.undefine(dom)))
+	}
+	return out, nil
+}
+
+// guestDomainType picks the fastest way the pod runs arch: kvm when it has it, else qemu (TCG).
+func guestDomainType(caps libvirtxml.Caps, arch string) (string, error) {
+	var archs []string
+	for _, g := range caps.Guests {
+		if g.OSType != "hvm" {
+			continue
+		}
+		archs = append(archs, g.Arch.Name)
+		if g.Arch.Name != arch {
+			continue
+		}
+		types := make([]string, 0, len(g.Arch.Domains))
+		for _, d := range g.Arch.Domains {
+			types = append(types, d.Type)
+		}
+		if slices.Contains(types, "kvm") {
+			return "kvm", nil
+		}
+		if slices.Contains(types, "qemu") {
+			return "qemu", nil
+		}
+	}
+	return "", fmt.Errorf("the pod cannot run architecture %q (it runs %v)", arch, archs)
+}
+
+// checkRoom refuses disks their pools have no room for, before anything is created.
+func (c *Conn) checkRoom(disks []Disk) error {
+	want := map[string]uint64{}
+	for _, d := range disks {
+		want[d.Pool] += d.SizeBytes
+	}
+	for name, size := range want {
+		p, err := c.lv.StoragePoolLookupByName(name)
+		if err != nil {
+			return fmt.Errorf("storage pool %s: %w", name, err)
+		}
+		sp, err := c.storagePool(p)
+		if err != nil {
+			return err
+		}
+		if !sp.Active {
+			return fmt.Errorf("storage pool %s is not active", name)
+		}
+		if size > sp.AvailableBytes {
+			return fmt.Errorf("storage pool %s has %d bytes available, the disks want %d", name, sp.AvailableBytes, size)
+		}
+	}
+	return nil
+}
+
+func (c *Conn) createVolume(d Disk, name string) (libvirt.StorageVol, error) {
+	p, err := c.lv.StoragePoolLookupByName(d.Pool)
+	if err != nil {
+		return libvirt.StorageVol{}, fmt.Errorf("storage pool %s: %w", d.Pool, err)
+	}
+	// Sparse (allocation 0): the pool's free space is checked above; a raw file costs what the
+	// machine writes.
+	x := libvirtxml.StorageVolume{
+		Name:       name,
+		Capacity:   &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: d.SizeBytes},
+		Allocation: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0},
+		Target:     &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}},
+	}
+	doc, err := x.Marshal()
+	if err != nil {
+		return libvirt.StorageVol{}, fmt.Errorf("volume %s: %w", name, err)
+	}
+	vol, err := c.lv.StorageVolCreateXML(p, doc, 0)
+	if err != nil {
+		return libvirt.StorageVol{}, fmt.Errorf("create volume %s in pool %s: %w", name, d.Pool, err)
+	}
+	return vol, nil
+}
+
+func domainXML(vm VM, out Composed, arch, domainType string) (string, error) {
+	disks := make([]libvirtxml.DomainDisk, len(out.Volumes))
+	for i, v := range out.Volumes {
+		disks[i] = libvirtxml.DomainDisk{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source: &libvirtxml.DomainDiskSource{Volume: &libvirtxml.DomainDiskSourceVolume{Pool: v.Pool, Volume: v.Name}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: fmt.Sprintf("vd%c", 'a'+i), Bus: "virtio"},
+		}
+	}
+	nic := libvirtxml.DomainInterface{Model: &libvirtxml.DomainInterfaceModel{Type: "virtio"}}
+	if vm.NIC.Bridge != "" {
+		nic.Source = &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: vm.NIC.Bridge}}
+	} else {
+		nic.Source = &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: vm.NIC.Network}}
+	}
+	if vm.NIC.MAC != "" {
+		nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: vm.NIC.MAC}
+	}
+	d := libvirtxml.Domain{
+		Type:   domainType,
+		Name:   vm.Name,
+		UUID:   out.UUID, // fresh, so an existing domain of that name is a clash, never redefined
+		Memory: &libvirtxml.DomainMemory{Value: uint(vm.MemoryBytes), Unit: "b"},
+		VCPU:   &libvirtxml.DomainVCPU{Value: uint(vm.Cores)},
+		OS: &libvirtxml.DomainOS{
+			Type:        &libvirtxml.DomainOSType{Arch: arch, Type: "hvm"},
+			BootDevices: []libvirtxml.DomainBootDevice{{Dev: "network"}, {Dev: "hd"}},
+		},
+		Devices: &libvirtxml.DomainDeviceList{Disks: disks, Interfaces: []libvirtxml.DomainInterface{nic}},
+	}
+	return d.Marshal()
+}
+
+// domainMAC reads back the MAC address of the domain's NIC (libvirt assigns one when none was asked for).
+func (c *Conn) domainMAC(dom libvirt.Domain) (string, error) {
+	x, err := c.domainXML(dom)
+	if err != nil {
+		return "", err
+	}
+	if x.Devices == nil || len(x.Devices.Interfaces) != 1 || x.Devices.Interfaces[0].MAC == nil {
+		return "", fmt.Errorf("domain %s: no NIC MAC address", dom.Name)
+	}
+	return x.Devices.Interfaces[0].MAC.Address, nil
+}
+
+func (c *Conn) domainXML(dom libvirt.Domain) (libvirtxml.Domain, error) {
+	doc, err := c.lv.DomainGetXMLDesc(dom, 0)
+	if err != nil {
+		return libvirtxml.Domain{}, fmt.Errorf("domain %s: %w", dom.Name, err)
+	}
+	var x libvirtxml.Domain
+	if err := x.Unmarshal(doc); err != nil {
+		return libvirtxml.Domain{}, fmt.Errorf("parse domain %s: %w", dom.Name, err)
+	}
+	return x, nil
+}
