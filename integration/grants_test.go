@@ -128,7 +128,7 @@ func TestWhoMayStartAMove(t *testing.T) {
 		t.Errorf("result StartedBy %q, want %q", res.StartedBy, who.User)
 	}
 	// Started like the Temporal CLI does, with no memo: the workflow sets it from the grant.
-	desc, err := s.Client.DescribeWorkflowExecution(ctx, workflows.MigrateMachineID(dev.SeedMachine), "")
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, workflows.MigrateMachineID(seeddata.BirdyUUID), "")
 	if err != nil {
 		t.Fatal(err)
 	}
