@@ -156,59 +156,75 @@ func TestQEMUIPXEBoot(t *testing.T) {
 
 // TestQEMUUnknownMachineEnlists: a QEMU machine the region does not know PXE-boots from the
 // rack with QEMU's real iPXE, runs the enlistment script, and the region ends up with exactly
-// one New machine carrying QEMU's MAC and the SMBIOS facts QEMU was given, strings with
-// characters a URL must escape among them.
+// one New machine carrying QEMU's MAC and the SMBIOS facts QEMU reports: strings with
+// characters a URL must escape, and QEMU's defaults (no UUID, no serial, a product name with
+// a comma and a "+").
 func TestQEMUUnknownMachineEnlists(t *testing.T) {
-	v := newVethRack(t)
-	v.subnet(t, "10.77.0.0/24", "", api.IPRange{Start: "10.77.0.100", End: "10.77.0.200"})
-	v.start(t, func(o *Options) {
-		o.RouterAdvertisements = true
-		o.Discovery = httpboot.Boot{BootEnv: "discovery", Kernel: "http://" + v.serverIP.String() + ":1/vmlinuz"}
-	})
-	v.lease(t, net.HardwareAddr{0x02, 0, 0, 0x77, 0, 2}, "an address from the rack", func(ack *dhcpv4.DHCPv4) bool {
-		return netip.MustParsePrefix("10.77.0.0/24").Contains(ackAddr(ack.YourIPAddr))
-	})
-
 	const (
-		mac          = "52:54:00:77:00:11"
-		systemUUID   = "8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e5f"
-		serial       = "SN 42/a&b=c+d%e#f?g"
-		manufacturer = "Ironflow Test & Co."
-		product      = "Rack Unit 1/2 (QEMU)"
+		mac    = "52:54:00:77:00:11"
+		serial = "SN 42/a&b=c+d%e#f?g"
 	)
-	// QEMU's option syntax doubles commas; none of the values has one.
-	q := bootQEMU(t, v, mac, "-smbios", "type=1,uuid="+systemUUID+",serial="+serial+",manufacturer="+manufacturer+",product="+product)
+	tests := []struct {
+		name   string
+		smbios []string // QEMU arguments; its option syntax doubles commas, and no value has one
+		want   api.BootFacts
+		// The identities the region keeps: a placeholder UUID and an empty serial identify nothing.
+		systemUUID, ssnHash string
+	}{
+		{"SMBIOS strings a URL must escape",
+			[]string{"-smbios", "type=1,uuid=8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e5f,serial=" + serial + ",manufacturer=Ironflow Test & Co.,product=Rack Unit 1/2 (QEMU)"},
+			api.BootFacts{UUID: "8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e5f", Serial: serial, Manufacturer: "Ironflow Test & Co.", Product: "Rack Unit 1/2 (QEMU)"},
+			"8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e5f", store.SSNHash(serial)},
+		{"QEMU's defaults", nil,
+			api.BootFacts{UUID: "00000000-0000-0000-0000-000000000000", Manufacturer: "QEMU", Product: "Standard PC (i440FX + PIIX, 1996)"},
+			"", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newVethRack(t)
+			v.subnet(t, "10.77.0.0/24", "", api.IPRange{Start: "10.77.0.100", End: "10.77.0.200"})
+			v.start(t, func(o *Options) {
+				o.RouterAdvertisements = true
+				o.Discovery = httpboot.Boot{BootEnv: "discovery", Kernel: "http://" + v.serverIP.String() + ":1/vmlinuz"}
+			})
+			v.lease(t, net.HardwareAddr{0x02, 0, 0, 0x77, 0, 2}, "an address from the rack", func(ack *dhcpv4.DHCPv4) bool {
+				return netip.MustParsePrefix("10.77.0.0/24").Contains(ackAddr(ack.YourIPAddr))
+			})
+			q := bootQEMU(t, v, mac, tt.smbios...)
 
-	var ms []api.Machine
-	testutil.EventuallyOK(t, qemuBootTimeout, func() string {
-		select {
-		case err := <-q.exited:
-			q.failed(t, err)
-		default:
-		}
-		var err error
-		if ms, err = v.admin.Machines().List(context.Background(), nil); err != nil {
-			t.Fatal(err)
-		}
-		if len(ms) == 0 {
-			return "no machine enlisted within " + qemuBootTimeout.String() + " of power-on (QEMU output: " + q.out.String() + ")"
-		}
-		return ""
-	})
-	t.Logf("QEMU iPXE machine: power-on to enlisted in %s", time.Since(q.poweredOn).Round(10*time.Millisecond))
-	if len(ms) != 1 {
-		t.Fatalf("%d machines after the boot, want 1: %+v", len(ms), ms)
-	}
-	m := ms[0]
-	if m.Status != api.StatusNew || m.Stage != api.EnlistStage || len(m.HardwareAddrs) != 1 || m.HardwareAddrs[0] != mac ||
-		m.Fingerprint.SystemUUID != systemUUID || m.Fingerprint.SSNHash != store.SSNHash(serial) {
-		t.Fatalf("enlisted machine %+v, want Status New in %s with MAC %s, SMBIOS UUID %s and the serial's hash", m, api.EnlistStage, mac, systemUUID)
-	}
-	// QEMU's ROM is a BIOS iPXE, built for i386 on this x86_64 machine: the region leaves Arch
-	// to the inventory.
-	want := api.BootFacts{MAC: mac, UUID: systemUUID, Serial: serial, Manufacturer: manufacturer, Product: product,
-		BuildArch: "i386", Platform: "pcbios", Rack: m.Rack}
-	if m.Enlisted == nil || m.Enlisted.Boot == nil || *m.Enlisted.Boot != want || m.Arch != "" {
-		t.Fatalf("enlisted Arch %q, boot facts %+v, want Arch unset and %+v", m.Arch, m.Enlisted, want)
+			var ms []api.Machine
+			testutil.EventuallyOK(t, qemuBootTimeout, func() string {
+				select {
+				case err := <-q.exited:
+					q.failed(t, err)
+				default:
+				}
+				var err error
+				if ms, err = v.admin.Machines().List(context.Background(), nil); err != nil {
+					t.Fatal(err)
+				}
+				if len(ms) == 0 {
+					return "no machine enlisted within " + qemuBootTimeout.String() + " of power-on (QEMU output: " + q.out.String() + ")"
+				}
+				return ""
+			})
+			t.Logf("QEMU iPXE machine: power-on to enlisted in %s", time.Since(q.poweredOn).Round(10*time.Millisecond))
+			if len(ms) != 1 {
+				t.Fatalf("%d machines after the boot, want 1: %+v", len(ms), ms)
+			}
+			m := ms[0]
+			if m.Status != api.StatusNew || m.Stage != api.EnlistStage || len(m.HardwareAddrs) != 1 || m.HardwareAddrs[0] != mac ||
+				m.Fingerprint.SystemUUID != tt.systemUUID || m.Fingerprint.SSNHash != tt.ssnHash {
+				t.Fatalf("enlisted machine %+v, want Status New in %s with MAC %s, SMBIOS UUID %q and serial hash %q",
+					m, api.EnlistStage, mac, tt.systemUUID, tt.ssnHash)
+			}
+			// QEMU's ROM is a BIOS iPXE, built for i386 on this x86_64 machine: the region
+			// leaves Arch to the inventory.
+			want := tt.want
+			want.MAC, want.BuildArch, want.Platform, want.Rack = mac, "i386", "pcbios", m.Rack
+			if m.Enlisted == nil || m.Enlisted.Boot == nil || *m.Enlisted.Boot != want || m.Arch != "" {
+				t.Fatalf("enlisted Arch %q, boot facts %+v, want Arch unset and %+v", m.Arch, m.Enlisted.Boot, want)
+			}
+		})
 	}
 }
