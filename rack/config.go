@@ -135,7 +135,7 @@ func (a *applier) translate(cfg api.RackConfig) (dhcp.Config, map[string]httpboo
 // dnsSettings are the DNS server's settings of a rack config: the region's zones, its
 // upstream resolvers and serial, and the served subnets, whose clients may recurse.
 func dnsSettings(cfg api.RackConfig) (dns.Settings, error) {
-	st := dns.Settings{Zones: cfg.DNS.Zones, Serial: cfg.DNS.Serial}
+	st := dns.Settings{Zones: cfg.DNS.Zones, Serial: cfg.DNS.Serial, Region: cfg.DNS.Region}
 	for _, u := range cfg.DNS.Upstreams {
 		ap, err := netip.ParseAddrPort(u)
 		if err != nil {

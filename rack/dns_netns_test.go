@@ -19,20 +19,27 @@ import (
 )
 
 // dnsClient asks the rack's DNS server from the client's namespace, from the address the
-// client leased.
+// client leased; with no namespace, from the test's own (loopback).
 type dnsClient struct {
-	ns     string
+	ns     string // "" for the test's namespace
 	server string // rack address:53
 }
 
 func (c dnsClient) ask(t *testing.T, network, name string, qtype uint16) *mdns.Msg {
 	t.Helper()
 	var m *mdns.Msg
-	netnstest.Run(t, c.ns, func() (err error) {
+	exchange := func() (err error) {
 		cl := &mdns.Client{Net: network, Timeout: 2 * time.Second}
 		m, _, err = cl.Exchange(new(mdns.Msg).SetQuestion(name, qtype), c.server)
 		return err
-	})
+	}
+	if c.ns == "" {
+		if err := exchange(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	netnstest.Run(t, c.ns, exchange)
 	return m
 }
 

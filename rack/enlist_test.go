@@ -2,6 +2,7 @@ package rack
 
 import (
 	"context"
+	"encoding/hex"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,10 +21,11 @@ import (
 )
 
 // iPXEReport is the enlistment URL iPXE fetches for the script's chain line, with the values
-// its settings expand to.
+// its settings expand to (the SMBIOS strings as hexraw).
 func iPXEReport(rackURL, mac, systemUUID string) string {
-	q := url.Values{"mac": {strings.ReplaceAll(mac, ":", "-")}, "uuid": {systemUUID}, "serial": {"SN 0042"},
-		"manufacturer": {"QEMU"}, "product": {"Standard PC (Q35 + ICH9, 2009)"}, "buildarch": {"x86_64"}, "platform": {"pcbios"}}
+	q := url.Values{"mac": {strings.ReplaceAll(mac, ":", "-")}, "uuid": {systemUUID}, "serial": {hex.EncodeToString([]byte("SN 0042"))},
+		"manufacturer": {hex.EncodeToString([]byte("QEMU"))}, "product": {hex.EncodeToString([]byte("Standard PC (Q35 + ICH9, 2009)"))},
+		"buildarch": {"x86_64"}, "platform": {"pcbios"}}
 	return rackURL + "/ipxe/enlist?" + q.Encode()
 }
 
@@ -57,7 +59,7 @@ func TestUnknownMachineEnlistsOnceThroughTwoRacks(t *testing.T) {
 
 	// The unknown MAC's script chains to the report.
 	code, script := httpGet(racks[0] + "/ipxe/mac/52-54-00-e0-00-01.ipxe")
-	if code != http.StatusOK || !strings.Contains(script, "/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}") {
+	if code != http.StatusOK || !strings.Contains(script, "/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:hexraw}") {
 		t.Fatalf("script of the unknown MAC (%d):\n%s", code, script)
 	}
 

@@ -140,12 +140,13 @@ type movingRack struct {
 	reserved netip.Addr
 }
 
-func newMovingRack(t *testing.T) movingRack {
+// newMovingRack builds a movingRack; adjustDst adjusts region-b's server config.
+func newMovingRack(t *testing.T, adjustDst func(*server.Config)) movingRack {
 	t.Helper()
 	ctx := context.Background()
 	m := movingRack{
 		src: startRegion(t, pgtest.NewDatabase(t), "region-a"),
-		dst: startRegion(t, pgtest.NewDatabase(t), "region-b"),
+		dst: startRegionWith(t, pgtest.NewDatabase(t), "region-b", adjustDst),
 		dir: t.TempDir(),
 	}
 	var err error

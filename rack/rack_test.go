@@ -159,7 +159,7 @@ func checkBootScripts(t *testing.T, rackURL string, known, unknown net.HardwareA
 // TestRackMovesToAnotherRegion moves a serving rack to another region with the rack-local
 // activities while a client renews its lease all along.
 func TestRackMovesToAnotherRegion(t *testing.T) {
-	m := newMovingRack(t)
+	m := newMovingRack(t, nil)
 	dst, dir, st, mac, reserved := m.dst, m.dir, m.state, m.mac, m.reserved
 	ctx := context.Background()
 

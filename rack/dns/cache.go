@@ -28,11 +28,19 @@ func keyOf(q mdns.Question) cacheKey {
 // entry is a cached answer. serial is the region serial it was fetched at (region zones
 // only): an answer of an older serial is stale, whatever its TTL says.
 type entry struct {
-	key     cacheKey
-	msg     *mdns.Msg
-	stored  time.Time
-	expires time.Time
-	serial  uint32
+	key        cacheKey
+	msg        *mdns.Msg
+	stored     time.Time
+	expires    time.Time
+	fromRegion bool   // a region zone's answer; else an upstream's
+	region     string // the region's UUID (region zones only)
+	serial     uint32
+}
+
+// from says whether e came from where a query now goes (ours: to the region of st, else to
+// the upstreams).
+func (e *entry) from(st *Settings, ours bool) bool {
+	return e.fromRegion == ours && (!ours || e.region == st.Region)
 }
 
 // cache is a bounded LRU of answers.

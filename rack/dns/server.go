@@ -47,6 +47,7 @@ type Settings struct {
 	Zones     []string         // the region's zones (fully qualified)
 	Upstreams []netip.AddrPort // resolvers for every other name
 	Serial    uint32           // the region zones' serial: cached answers of another serial are stale
+	Region    string           // the region's UUID: cached answers of another region's zones are not used
 	Served    []netip.Prefix   // clients that may recurse and transfer zones (loopback always may)
 }
 
@@ -139,6 +140,12 @@ func (s *Server) resolve(ctx context.Context, req *mdns.Msg, q mdns.Question, st
 	k := keyOf(q)
 	now := s.now()
 	cached, found := s.cache.get(k)
+	if found && !cached.from(st, ours) {
+		// A transfer moved the rack to another region, or the name into or out of the
+		// region's zones: the answer is not what the one now asked would say, even stale.
+		s.cache.drop(k)
+		found = false
+	}
 	if found && now.Before(cached.expires) && (!ours || cached.serial == st.Serial) {
 		s.metrics.answers.WithLabelValues(fromCache).Inc()
 		return cached.reply(req, now, false)
@@ -161,7 +168,11 @@ func (s *Server) resolve(ctx context.Context, req *mdns.Msg, q mdns.Question, st
 	if err == nil && ans.Rcode != mdns.RcodeServerFailure {
 		ans.Extra = stripOPT(ans.Extra)
 		if ttl := cacheTTL(ans); ttl > 0 {
-			s.cache.put(&entry{key: k, msg: ans, stored: now, expires: now.Add(ttl), serial: st.Serial})
+			e := &entry{key: k, msg: ans, stored: now, expires: now.Add(ttl), fromRegion: ours}
+			if ours {
+				e.region, e.serial = st.Region, st.Serial
+			}
+			s.cache.put(e)
 		}
 		s.metrics.answers.WithLabelValues(source).Inc()
 		e := entry{msg: ans, stored: now}

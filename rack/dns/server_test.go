@@ -234,3 +234,28 @@ func TestUpstreamForwardedAndCached(t *testing.T) {
 		t.Fatalf("upstream asked %d times, want 1", n)
 	}
 }
+
+// TestCachedAnswersStayWithTheirRegion: a rack transfer moves the rack to another region.
+// That region's serial may equal the old one's (each region counts its own), and its zones
+// may leave out a domain of the old one: neither the old region's answers of a zone the new
+// one serves too, nor those of a name now outside the zones, come from the cache.
+func TestCachedAnswersStayWithTheirRegion(t *testing.T) {
+	s, r, _ := newTestServer(t, 100)
+	up, upCalls := upstreamServer(t)
+	served := []netip.Prefix{netip.MustParsePrefix("10.5.0.0/16")}
+	s.Configure(Settings{Zones: []string{"a.example.", "5.10.in-addr.arpa."}, Serial: 1, Region: "region-a", Served: served})
+	if got := firstA(t, query(s, "birdy.a.example.", mdns.TypeA, inside)); got != "10.5.0.7" {
+		t.Fatalf("from region A: %s", got)
+	}
+	// Region B, at the same serial, serves the same zones with other data.
+	r.set(1, "10.5.0.8")
+	s.Configure(Settings{Zones: []string{"a.example.", "5.10.in-addr.arpa."}, Serial: 1, Region: "region-b", Upstreams: []netip.AddrPort{up}, Served: served})
+	if got := firstA(t, query(s, "birdy.a.example.", mdns.TypeA, inside)); got != "10.5.0.8" {
+		t.Fatalf("after the move to region B at the same serial: %s, want B's 10.5.0.8", got)
+	}
+	// Region C serves no a.example: the name goes to the upstream, not to B's cached answer.
+	s.Configure(Settings{Zones: []string{"5.10.in-addr.arpa."}, Serial: 9, Region: "region-c", Upstreams: []netip.AddrPort{up}, Served: served})
+	if got := firstA(t, query(s, "birdy.a.example.", mdns.TypeA, inside)); got != "192.0.2.1" || upCalls.Load() != 1 {
+		t.Fatalf("a name outside region C's zones: %s (upstream asked %d times), want the upstream's 192.0.2.1", got, upCalls.Load())
+	}
+}

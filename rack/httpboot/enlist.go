@@ -2,6 +2,7 @@ package httpboot
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -33,35 +35,51 @@ type StatusCoder interface {
 // enlistTimeout bounds one forwarded enlistment: a booting machine waits for it.
 const enlistTimeout = 15 * time.Second
 
-// bootFactParams are the query parameters of GET /ipxe/enlist, iPXE's settings of the same
-// names; each appears at most once.
-var bootFactParams = map[string]func(*api.BootFacts) *string{
-	"mac":          func(b *api.BootFacts) *string { return &b.MAC },
-	"uuid":         func(b *api.BootFacts) *string { return &b.UUID },
-	"serial":       func(b *api.BootFacts) *string { return &b.Serial },
-	"manufacturer": func(b *api.BootFacts) *string { return &b.Manufacturer },
-	"product":      func(b *api.BootFacts) *string { return &b.Product },
-	"buildarch":    func(b *api.BootFacts) *string { return &b.BuildArch },
-	"platform":     func(b *api.BootFacts) *string { return &b.Platform },
+// bootFact is a query parameter of GET /ipxe/enlist, iPXE's setting of the same name.
+type bootFact struct {
+	field func(*api.BootFacts) *string
+	hex   bool // sent as ${name:hexraw}: a free-form SMBIOS string (enlistScript)
+}
+
+// bootFactParams are the query parameters of GET /ipxe/enlist; each appears at most once.
+var bootFactParams = map[string]bootFact{
+	"mac":          {field: func(b *api.BootFacts) *string { return &b.MAC }},
+	"uuid":         {field: func(b *api.BootFacts) *string { return &b.UUID }},
+	"serial":       {field: func(b *api.BootFacts) *string { return &b.Serial }, hex: true},
+	"manufacturer": {field: func(b *api.BootFacts) *string { return &b.Manufacturer }, hex: true},
+	"product":      {field: func(b *api.BootFacts) *string { return &b.Product }, hex: true},
+	"buildarch":    {field: func(b *api.BootFacts) *string { return &b.BuildArch }},
+	"platform":     {field: func(b *api.BootFacts) *string { return &b.Platform }},
 }
 
 // parseBootFacts checks the query of an enlistment report: known parameters only, once
-// each, bounded, printable, and a MAC. The region checks the values' meaning again.
+// each, hex where the script sends hex, bounded, printable UTF-8, and a MAC. The region
+// checks the values' meaning again.
 func parseBootFacts(q url.Values) (api.BootFacts, net.HardwareAddr, error) {
 	var b api.BootFacts
 	for name, values := range q {
-		field, ok := bootFactParams[name]
-		switch {
-		case !ok:
+		param, ok := bootFactParams[name]
+		if !ok {
 			return b, nil, fmt.Errorf("unknown parameter %q", name)
-		case len(values) != 1:
-			return b, nil, fmt.Errorf("parameter %q given %d times", name, len(values))
-		case len(values[0]) > api.MaxEnlistValue:
-			return b, nil, fmt.Errorf("parameter %q is %d bytes long (at most %d)", name, len(values[0]), api.MaxEnlistValue)
-		case strings.ContainsFunc(values[0], func(r rune) bool { return !unicode.IsPrint(r) }):
-			return b, nil, fmt.Errorf("parameter %q holds unprintable characters", name)
 		}
-		*field(&b) = strings.TrimSpace(values[0])
+		if len(values) != 1 {
+			return b, nil, fmt.Errorf("parameter %q given %d times", name, len(values))
+		}
+		v := values[0]
+		if param.hex {
+			raw, err := hex.DecodeString(v)
+			if err != nil {
+				return b, nil, fmt.Errorf("parameter %q is not hex (iPXE's hexraw): %w", name, err)
+			}
+			v = string(raw)
+		}
+		switch {
+		case len(v) > api.MaxEnlistValue:
+			return b, nil, fmt.Errorf("parameter %q is %d bytes long (at most %d)", name, len(v), api.MaxEnlistValue)
+		case !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }):
+			return b, nil, fmt.Errorf("parameter %q holds unprintable characters or invalid UTF-8", name)
+		}
+		*param.field(&b) = strings.TrimSpace(v)
 	}
 	mac, err := net.ParseMAC(b.MAC)
 	if err != nil {

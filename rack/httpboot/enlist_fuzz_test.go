@@ -14,8 +14,8 @@ import (
 // report it accepts holds only printable, bounded values and a MAC, and the script it
 // answers is the discovery boot with one echo line, whatever the region said.
 func FuzzEnlistScript(f *testing.F) {
-	f.Add("mac=52-54-00-aa-bb-cc&uuid=4c4c4544-0042-3510-8051-b7c04f4e3732&serial=CZ%201234&buildarch=x86_64", "refused: ${x}\nkernel evil")
-	f.Add("mac=52:54:00:aa:bb:cc&product=%E2%80%AE%1b", "")
+	f.Add("mac=52-54-00-aa-bb-cc&uuid=4c4c4544-0042-3510-8051-b7c04f4e3732&serial=435a2031323334&buildarch=x86_64", "refused: ${x}\nkernel evil")
+	f.Add("mac=52:54:00:aa:bb:cc&product=e280ae1b&platform=%E2%80%AE", "")
 	f.Add("mac=zz&mac=yy", "\x00")
 	f.Fuzz(func(t *testing.T, query, regionMsg string) {
 		q, err := url.ParseQuery(query)

@@ -67,11 +67,13 @@ goto retry
 // enlistScript has an unknown machine report what iPXE knows of it to the rack (GET
 // /ipxe/enlist, serveEnlist), which answers with the discovery environment; should the rack
 // refuse the report, the machine boots the discovery environment anyway. ${uuid} keeps its
-// own type (formatting its 16 raw bytes as uristring would not give the UUID); the SMBIOS
-// strings are URI-encoded.
+// own type (formatting its 16 raw bytes as uristring would not give the UUID). The SMBIOS
+// strings are sent as hex (hexraw, parseBootFacts decodes them): iPXE's uristring leaves
+// "&", "=" and "+" as they are (a real iPXE sent serial "a&b=c" as a parameter "b" and "+"
+// for a space), and firmware strings hold such characters.
 var enlistScript = template.Must(template.New("enlist").Parse(`#!ipxe
 # Ironflow: unknown machine {{.MAC}}, enlisting
-chain --replace {{.Base}}/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}&manufacturer=${manufacturer:uristring}&product=${product:uristring}&buildarch=${buildarch:uristring}&platform=${platform:uristring} || goto discovery
+chain --replace {{.Base}}/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:hexraw}&manufacturer=${manufacturer:hexraw}&product=${product:hexraw}&buildarch=${buildarch:uristring}&platform=${platform:uristring} || goto discovery
 :discovery
 {{template "machine" .Discovery}}`))
 

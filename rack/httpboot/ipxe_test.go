@@ -43,19 +43,23 @@ func TestIPXEScripts(t *testing.T) {
 			"kernel https://mirror.example/vmlinuz initrd=ucode.img initrd=initrd.img\n",
 			"initrd " + base + "/boot/ucode.img\n", "initrd https://mirror.example/initrd.img\n"}},
 		{"unknown enlists", "/ipxe/mac/52-54-00-aa-bb-cc.ipxe", 200, []string{"unknown machine 52:54:00:aa:bb:cc, enlisting",
-			"chain --replace " + base + "/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}&manufacturer=${manufacturer:uristring}" +
-				"&product=${product:uristring}&buildarch=${buildarch:uristring}&platform=${platform:uristring} || goto discovery\n:discovery\n",
+			"chain --replace " + base + "/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:hexraw}&manufacturer=${manufacturer:hexraw}" +
+				"&product=${product:hexraw}&buildarch=${buildarch:uristring}&platform=${platform:uristring} || goto discovery\n:discovery\n",
 			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + "\n",
 			"initrd " + base + "/boot/discovery/initrd.img\n"}},
-		{"enlistment report", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&uuid=4c4c4544-0042-3510-8051-b7c04f4e3732&serial=CZ%201234" +
-			"&manufacturer=Dell%20Inc.&product=PowerEdge%20R640&buildarch=x86_64&platform=efi", 200, []string{
+		{"enlistment report", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&uuid=4c4c4544-0042-3510-8051-b7c04f4e3732&serial=435a2031323334" +
+			"&manufacturer=44656c6c20496e632e&product=506f77657245646765205236343020&buildarch=x86_64&platform=efi", 200, []string{
 			"# Ironflow: enlisting machine 52:54:00:aa:bb:cc, boot env discovery\n", "echo Ironflow: enlisted as new machine new-1\n",
 			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + "\n"}},
 		{"enlistment report without a MAC", "/ipxe/enlist?uuid=4c4c4544-0042-3510-8051-b7c04f4e3732", 400, nil},
 		{"enlistment report, unknown parameter", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&x=1", 400, nil},
-		{"enlistment report, parameter twice", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=a&serial=b", 400, nil},
-		{"enlistment report, control character", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&product=a%0Akernel%20evil", 400, nil},
-		{"enlistment report, too long", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=" + strings.Repeat("x", api.MaxEnlistValue+1), 400, nil},
+		{"enlistment report, parameter twice", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=61&serial=62", 400, nil},
+		{"enlistment report, control character", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&product=610a6b65726e656c206576696c", 400, nil},
+		{"enlistment report, control character in a plain parameter", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&platform=a%0Akernel%20evil", 400, nil},
+		{"enlistment report, invalid UTF-8", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&manufacturer=ff", 400, nil},
+		{"enlistment report, serial not hex", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=CZ%201234", 400, nil},
+		{"enlistment report, odd hex", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=435", 400, nil},
+		{"enlistment report, too long", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=" + strings.Repeat("78", api.MaxEnlistValue+1), 400, nil},
 		{"not a MAC", "/ipxe/mac/zz-54-00-aa-bb-cc.ipxe", 400, nil},
 		{"wrong suffix", "/ipxe/mac/52-54-00-aa-bb-cc.txt", 400, nil},
 		{"lookup error", "/ipxe/mac/52-54-00-00-00-99.ipxe", 503, nil},
@@ -130,5 +134,27 @@ func TestEnlistBootsDiscoveryWhenTheRegionFails(t *testing.T) {
 		if !contains(body, want) {
 			t.Fatalf("script lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// The report exactly as QEMU's iPXE ROM (Debian's ipxe-qemu 1.0.0+git-20190125) sent it for
+// `-smbios type=1,uuid=…,serial=…,manufacturer=…,product=…` (TestQEMUUnknownMachineEnlists):
+// the SMBIOS strings arrive hex-encoded, "&", "=", "+", "%", "#" and "?" included, and the
+// region receives them as the firmware holds them. With uristring, the same iPXE sent
+// serial=SN%2042/a&b=c+d%25e%23f%3Fg, which splits at "&" and turns "+" into a space.
+func TestEnlistmentReportAsIPXESendsIt(t *testing.T) {
+	rack := startRack(t, machines{}, regionlinktest.Start(t, "a").URL)
+	const query = "mac=52-54-00-77-00-11&uuid=8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e5f&serial=534e2034322f6126623d632b64256523663f67" +
+		"&manufacturer=49726f6e666c6f772054657374202620436f2e&product=5261636b20556e697420312f32202851454d5529&buildarch=i386&platform=pcbios"
+	resp, body := get(t, rack.url+"/ipxe/enlist?"+query)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	want := api.BootFacts{MAC: "52:54:00:77:00:11", UUID: "8d2e6a3c-1b7f-4e0a-9c55-0a1b2c3d4e5f", Serial: "SN 42/a&b=c+d%e#f?g",
+		Manufacturer: "Ironflow Test & Co.", Product: "Rack Unit 1/2 (QEMU)", BuildArch: "i386", Platform: "pcbios"}
+	rack.enlister.mu.Lock()
+	defer rack.enlister.mu.Unlock()
+	if len(rack.enlister.reports) != 1 || rack.enlister.reports[0].Boot == nil || *rack.enlister.reports[0].Boot != want {
+		t.Fatalf("forwarded %+v, want boot facts %+v", rack.enlister.reports, want)
 	}
 }

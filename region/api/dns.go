@@ -63,4 +63,8 @@ type RackDNS struct {
 	// Serial is the SOA serial of the region's zones: when it changes, a rack's cached
 	// answers for them are stale.
 	Serial uint32 `json:"Serial"`
+	// Region is the UUID of the region whose zones these are: a rack transferred to another
+	// region holds its old region's answers for stale, whatever the serials say (each
+	// region counts its own).
+	Region string `json:"Region"`
 }

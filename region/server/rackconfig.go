@@ -39,6 +39,11 @@ func (s *Server) rackConfig(w http.ResponseWriter, r *http.Request, c *call) err
 		return err
 	}
 	ctx := r.Context()
+	// The config names the region (RackDNS.Region) from its stored identity: make sure it is
+	// stored (run.go does at start; a server started otherwise may not have yet).
+	if _, err := s.identity(ctx); err != nil {
+		return err
+	}
 	cur, err := s.configs.get(ctx, id)
 	if err != nil {
 		return err

@@ -224,6 +224,9 @@ func rackDNS(ctx context.Context, tx pgx.Tx) (api.RackDNS, error) {
 	if out.Serial, err = dnsSerial(ctx, tx); err != nil {
 		return out, err
 	}
+	if err := tx.QueryRow(ctx, "SELECT COALESCE((SELECT uuid::text FROM region_identity), '')").Scan(&out.Region); err != nil {
+		return out, err
+	}
 	var ds []api.Domain
 	if err := domains.list(ctx, tx, ListOptions{}, &ds); err != nil {
 		return out, err

@@ -87,11 +87,15 @@ func TestDNSDataAndSerial(t *testing.T) {
 		t.Fatalf("change rows after compaction and one change: %d, %v", rows, err)
 	}
 
+	region, err := s.Identity(ctx, "region-a")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := rackConfigDNS(t, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Serial != d2.Serial || d2.Hosts[0].Addr != netip.MustParseAddr("10.5.0.7") || cfg.Domain != "a.example" || !slices.Equal(cfg.Zones, []string{"5.10.in-addr.arpa.", "a.example."}) ||
+	if cfg.Serial != d2.Serial || cfg.Region != region || d2.Hosts[0].Addr != netip.MustParseAddr("10.5.0.7") || cfg.Domain != "a.example" || !slices.Equal(cfg.Zones, []string{"5.10.in-addr.arpa.", "a.example."}) ||
 		!slices.Equal(cfg.Upstreams, []string{"192.0.2.53:53"}) {
 		t.Fatalf("rack config DNS %+v", cfg)
 	}

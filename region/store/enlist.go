@@ -124,8 +124,11 @@ func (r *report) identities() []identity {
 
 var archToken = regexp.MustCompile(`^[a-z0-9_-]{0,16}$`)
 
-// buildArches maps iPXE's ${buildarch} to Machine.Arch.
-var buildArches = map[string]string{"x86_64": "amd64", "i386": "386", "arm64": "arm64", "arm32": "arm", "riscv64": "riscv64"}
+// buildArches maps iPXE's ${buildarch} to Machine.Arch. ${buildarch} is the architecture
+// iPXE was built for, not the CPU's: every BIOS iPXE (QEMU's ROMs, undionly.kpxe) is i386,
+// on 64-bit machines too, so i386 says nothing and leaves Arch to the inventory
+// (TestQEMUUnknownMachineEnlists saw buildarch i386 on QEMU's x86_64 machine).
+var buildArches = map[string]string{"x86_64": "amd64", "arm64": "arm64", "arm32": "arm", "riscv64": "riscv64"}
 
 // textField refuses a reported value that is too long or holds control characters.
 func textField(field, v string) error {

@@ -77,6 +77,37 @@ func TestEnlistCreatesOneNewMachineUnderConcurrentReports(t *testing.T) {
 	}
 }
 
+// A BIOS iPXE reports buildarch i386 whatever the CPU (QEMU's x86_64 machine did): the boot
+// report leaves Arch unset, and the discovery environment's inventory sets it.
+func TestEnlistArchOfABIOSIPXEComesFromTheInventory(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	const mac = "52:54:00:aa:bb:03"
+	boot := bootReport(mac)
+	boot.Boot.BuildArch, boot.Boot.Platform = "i386", "pcbios"
+	res, err := s.Enlist(ctx, rackPrincipal, boot)
+	if err != nil || !res.Created {
+		t.Fatalf("boot report: %+v, %v", res, err)
+	}
+	arch := func() string {
+		var m api.Machine
+		if err := s.Get(ctx, api.KindMachines, res.Machine, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Arch
+	}
+	if got := arch(); got != "" {
+		t.Fatalf("Arch %q after a BIOS iPXE's report, want it unset", got)
+	}
+	inv := api.Enlistment{Inventory: &api.Inventory{Arch: "amd64", Interfaces: []api.NetInterface{{Name: "ens3", MAC: mac}}}}
+	if _, err := s.Enlist(ctx, rackPrincipal, inv); err != nil {
+		t.Fatal(err)
+	}
+	if got := arch(); got != "amd64" {
+		t.Fatalf("Arch %q after the inventory, want amd64", got)
+	}
+}
+
 // An operator declares a machine by its BMC address only, or by a MAC that never PXE boots;
 // the discovery environment's inventory matches it.
 func TestEnlistMatchesDeclaredByBMCOrNonPXEMAC(t *testing.T) {
