@@ -37,6 +37,18 @@ func TestTerminatedTransferIsRecovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// On the batched path a rack's machines move in seconds. One machine whose agent has
+	// checked in takes the per-machine path and waits for its agent at the target, which
+	// never comes: that holds the transfer in its machine phase for the termination.
+	waiting := machines[0].Uuid
+	setAgentSeen := func(seen string) {
+		t.Helper()
+		patch, _ := json.Marshal(map[string]any{"Meta": map[string]any{api.MetaAgentLastSeen: seen}})
+		if _, err := a.Machines().Patch(ctx, waiting, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAgentSeen(time.Now().UTC().Format(time.RFC3339))
 	recoverCLI := func() (string, error) {
 		return runCLIAs(t, s, s.AdminToken, "-E", s.Regions["region-a"].URL, "racks", "recover", "rack-a", "-o", "json")
 	}
@@ -80,6 +92,7 @@ func TestTerminatedTransferIsRecovered(t *testing.T) {
 	}
 
 	second := terminatedTransfer(ctx, t, s, rack, machines, nil)
+	setAgentSeen("") // the third transfer moves every machine on the batched path
 	in := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: rack}
 	in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantRack, Key: rack, TargetRegion: in.TargetRegion})
 	third, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.TransferRackID(rack), TaskQueue: workflows.TaskQueue}, workflows.TransferRack, in)
@@ -103,7 +116,8 @@ func TestTerminatedTransferIsRecovered(t *testing.T) {
 }
 
 // terminatedTransfer starts a transfer of rack region-a→region-b, calls whileRunning (if
-// any) once it migrates machines (its copy is done), terminates it and waits for the
+// any) once it migrates machines (its copy is done) and machines[0] waits in its own
+// migration, terminates it and waits for the
 // machine migrations it started, which are cancelled and undo themselves.
 func terminatedTransfer(ctx context.Context, t *testing.T, s *dev.Stack, rack string, machines []api.Machine, whileRunning func()) client.WorkflowRun {
 	t.Helper()
@@ -114,6 +128,13 @@ func terminatedTransfer(ctx context.Context, t *testing.T, s *dev.Stack, rack st
 		t.Fatal(err)
 	}
 	waitForPhase(ctx, t, s, run.GetID(), workflows.PhaseMigratingMachines)
+	pollUntil(t, 2*time.Minute, "a machine's own migration running", func() (bool, error) {
+		d, err := s.Client.DescribeWorkflowExecution(ctx, workflows.MigrateMachineID(machines[0].Uuid), "")
+		if err != nil {
+			return false, nil // not started yet
+		}
+		return d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	})
 	if whileRunning != nil {
 		whileRunning()
 	}
