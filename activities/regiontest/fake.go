@@ -321,3 +321,10 @@ func (r *Region) RecordCompensationDecision(_ context.Context, machine string, d
 	defer r.mu.Unlock()
 	return r.enter("RecordCompensationDecision", machine+" "+d.Action+" by "+d.By, true)
 }
+
+// RecordMoveControl implements activities.MoveControlAuditor: it journals the call.
+func (r *Region) RecordMoveControl(_ context.Context, c api.MoveControl) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.enter("RecordMoveControl", fmt.Sprintf("%s %s %d by %s", c.Migration, c.Action, c.Window, c.By), true)
+}
