@@ -108,7 +108,7 @@ func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, 
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, b.query); err != nil {
 		return BulkMigrateResult{}, fmt.Errorf("register progress query: %w", err)
 	}
-	if err := b.ctl.register(ctx, in.SourceRegion, workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil {
+	if err := b.ctl.register(ctx, in.SourceRegion, workflow.GetInfo(ctx).WorkflowExecution.ID, in.Window); err != nil {
 		return BulkMigrateResult{}, err
 	}
 	if err := in.Check(); err != nil {
@@ -331,6 +331,6 @@ func (b *bulkMigration) query() (BulkProgress, error) {
 		FailedMachines: append([]MachineFailure(nil), b.result.Failed...),
 		Skipped:        len(b.result.Skipped),
 		Paused:         b.ctl.state.Paused,
-		Window:         b.ctl.windowOr(b.in.Window),
+		Window:         b.ctl.current().Window,
 	}, nil
 }

@@ -34,7 +34,7 @@ type ControlRequest struct {
 // ControlState is the answer of every control Update: the run's controls after it.
 type ControlState struct {
 	Paused bool
-	// Window is how many machines run at once from the next start on; 0: the input's default.
+	// Window is how many machines run at once from the next start on; 0: the default.
 	Window int
 }
 
@@ -43,6 +43,9 @@ type ControlState struct {
 // change it, so the others never see it change.
 type moveControls struct {
 	state ControlState
+	// inputWindow is the run's input's window (0: the default), in force until an operator
+	// sets one.
+	inputWindow int
 	// wake is sent to when a change may let a run start more: the running loop selects on it.
 	wake workflow.Channel
 	// audit records an accepted request on the source region; nil until the Updates are
@@ -52,7 +55,8 @@ type moveControls struct {
 
 // register registers the control Updates when the run takes the controlsChange path.
 // source is the run's source region, id its canonical workflow ID (the one its audit names).
-func (c *moveControls) register(ctx workflow.Context, source, id string) error {
+func (c *moveControls) register(ctx workflow.Context, source, id string, inputWindow int) error {
+	c.inputWindow = inputWindow
 	c.wake = workflow.NewBufferedChannel(ctx, 1)
 	if workflow.GetVersion(ctx, controlsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
@@ -123,7 +127,7 @@ func (c *moveControls) apply(ctx workflow.Context, action string, req ControlReq
 	case SetWindowUpdate:
 		c.state.Window = req.Window
 	}
-	state := c.state
+	state := c.current()
 	workflow.GetLogger(ctx).Warn("operator control", "action", action, "by", req.By, "paused", state.Paused, "window", state.Window)
 	c.wake.SendAsync(struct{}{})
 	c.audit(ctx, action, req)
@@ -136,6 +140,11 @@ func (c *moveControls) windowOr(def int) int {
 		return c.state.Window
 	}
 	return def
+}
+
+// current is the run's controls as an operator sees them: the window in force.
+func (c *moveControls) current() ControlState {
+	return ControlState{Paused: c.state.Paused, Window: c.windowOr(c.inputWindow)}
 }
 
 // finish waits for the control Updates still running (their audits) before the run ends.

@@ -132,7 +132,7 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 			t.progress.Errors = append(t.progress.Errors, err.Error())
 		}
 	}
-	if err := t.ctl.register(ctx, in.SourceRegion, TransferRackID(in.Rack)); err != nil {
+	if err := t.ctl.register(ctx, in.SourceRegion, TransferRackID(in.Rack), in.Window); err != nil {
 		return TransferRackResult{}, err
 	}
 	if err := in.check(); err != nil {
@@ -412,6 +412,6 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 func (t *rackTransfer) query() (TransferProgress, error) {
 	p := t.progress
 	p.Errors = append([]string(nil), t.progress.Errors...)
-	p.Paused, p.Window = t.ctl.state.Paused, t.ctl.windowOr(t.in.Window)
+	p.Paused, p.Window = t.ctl.state.Paused, t.ctl.current().Window
 	return p, nil
 }

@@ -59,6 +59,7 @@ cancel them, start bulk migrations, and manage bulk migration schedules.`,
 	addTemporalFlags(c)
 	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand(), newMigrationsCompensationCommand())
 	c.AddCommand(newBulkMigrationCommands()...)
+	c.AddCommand(newMigrationsControlCommands()...)
 	return c
 }
 
