@@ -87,14 +87,85 @@ func waitForBulk(ctx context.Context, t *testing.T, c client.Client, id, notRunI
 		var p workflows.BulkProgress
 		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 		if err == nil && desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != notRunID {
-			var v interface{ Get(any) error }
-			if v, err = c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery); err == nil && v.Get(&p) == nil && done(p) {
+			v, qerr := c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery)
+			if err = qerr; err == nil && v.Get(&p) == nil && done(p) {
 				return p
 			}
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatalf("bulk migration %s: last progress %+v, %v", id, p, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestTransferRackControlsOnDevServer pauses a rack transfer while its first machine
+// migrates, sets its window and resumes it: nothing starts while it is paused, and after the
+// resume two machines run at once. With -record it writes the history for
+// TestReplayTransferRackHistories.
+func TestTransferRackControlsOnDevServer(t *testing.T) {
+	c := devServer(t)
+	machines := machineUUIDs(4)
+	acts := newTransferActs(t, machines)
+	children := &fakeChildren{duration: func(m string) time.Duration {
+		if m == machines[0] {
+			return 5 * time.Second // long enough to pause the transfer while it runs
+		}
+		return time.Second
+	}}
+	startTransferWorkers(t, c, acts, children)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id := workflows.TransferRackID(transferRack)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.TransferRack, transferInput(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for children.startedCount() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no machine's migration started")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if s, err := moves.Pause(ctx, c, id, "alice"); err != nil || !s.Paused {
+		t.Fatalf("pause: %+v, %v", s, err)
+	}
+	if s, err := moves.SetWindow(ctx, c, id, 2, "alice"); err != nil || s != (workflows.ControlState{Paused: true, Window: 2}) {
+		t.Fatalf("set-window: %+v, %v", s, err)
+	}
+	p := waitForTransfer(ctx, t, c, id, func(p workflows.TransferProgress) bool { return p.MachinesDone == 1 })
+	if !p.Paused || p.Window != 2 || children.startedCount() != 1 {
+		t.Errorf("paused transfer: progress %+v, %d children started", p, children.startedCount())
+	}
+	if s, err := moves.Resume(ctx, c, id, "bob"); err != nil || s.Paused {
+		t.Fatalf("resume: %+v, %v", s, err)
+	}
+	var res workflows.TransferRackResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Machines != len(machines) || children.maxRunning != 2 || children.startedCount() != len(machines) {
+		t.Errorf("result %+v, %d children with at most %d at once", res, children.startedCount(), children.maxRunning)
+	}
+	if *record {
+		writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_controls_history.json"))
+	}
+}
+
+// waitForTransfer polls the progress of transfer id until done says yes.
+func waitForTransfer(ctx context.Context, t *testing.T, c client.Client, id string, done func(workflows.TransferProgress) bool) workflows.TransferProgress {
+	t.Helper()
+	for {
+		var p workflows.TransferProgress
+		v, err := c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery)
+		if err == nil && v.Get(&p) == nil && done(p) {
+			return p
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("transfer %s: last progress %+v, %v", id, p, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
