@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -228,4 +229,21 @@ func TestTransferRackPauseAndSetWindow(t *testing.T) {
 		t.Errorf("after the resume: %d at once, %d started", children.maxRunning, len(children.started))
 	}
 	equal(t, "audits", e.acts.controls, []string{"east transfer-rack/" + transferRack + " pause by alice", "east transfer-rack/" + transferRack + " set-window 4 by alice", "east transfer-rack/" + transferRack + " resume by bob"})
+}
+
+// A cancel reaches a run paused with nothing running: it ends cancelled, starting nothing.
+func TestBulkMigrateCancelWhilePaused(t *testing.T) {
+	machines := machineUUIDs(4)
+	children := &fakeChildren{duration: tenMinutes}
+	b := newBulkEnv(t, machines, children)
+	audits(b.env)
+	control(b.env, time.Minute, workflows.PauseUpdate, workflows.ControlRequest{By: "alice"})
+	b.env.RegisterDelayedCallback(b.env.CancelWorkflow, time.Hour)
+	_, err := b.run(bulkInput(2))
+	if !temporal.IsCanceledError(err) {
+		t.Fatalf("want a cancelled workflow, got %v", err)
+	}
+	if len(children.started) != 2 {
+		t.Errorf("%d children started, want the 2 running at the pause", len(children.started))
+	}
 }
