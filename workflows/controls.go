@@ -54,7 +54,7 @@ type moveControls struct {
 }
 
 // register registers the control Updates when the run takes the controlsChange path.
-// source is the run's source region, id its canonical workflow ID (the one its audit names).
+// source is the run's source region, id the workflow ID its audits name.
 func (c *moveControls) register(ctx workflow.Context, source, id string, inputWindow int) error {
 	c.inputWindow = inputWindow
 	c.wake = workflow.NewBufferedChannel(ctx, 1)
@@ -67,12 +67,15 @@ func (c *moveControls) register(ctx workflow.Context, source, id string, inputWi
 			workflow.GetLogger(ctx).Error("audit of an operator control failed", "action", action, "error", err)
 		}
 	}
-	for name, validate := range map[string]func(ControlRequest) error{
-		PauseUpdate:     c.validatePause,
-		ResumeUpdate:    c.validateResume,
-		SetWindowUpdate: c.validateWindow,
+	for _, u := range []struct {
+		action   string
+		validate func(ControlRequest) error
+	}{
+		{PauseUpdate, c.validatePause},
+		{ResumeUpdate, c.validateResume},
+		{SetWindowUpdate, c.validateWindow},
 	} {
-		action := name
+		action, validate := u.action, u.validate
 		handler := func(ctx workflow.Context, req ControlRequest) (ControlState, error) {
 			return c.apply(ctx, action, req), nil
 		}
