@@ -63,6 +63,9 @@ type BulkMigrateInput struct {
 type BulkContinuation struct {
 	Remaining []string // machine UUIDs not started yet, in order
 	Done      BulkMigrateResult
+	// Paused is an operator's pause (PauseUpdate) the next run keeps; the window an
+	// operator set (SetWindowUpdate) is the next run's Window.
+	Paused bool `json:",omitempty"`
 }
 
 // BulkMigrateResult lists what happened to each selected machine, by UUID.
@@ -89,6 +92,10 @@ type BulkProgress struct {
 	Running        int
 	FailedMachines []MachineFailure
 	Skipped        int // being migrated by another migration
+	// Paused and Window are the operator's controls (ControlState): Window is how many
+	// machines run at once from the next start on (0: the default).
+	Paused bool `json:",omitempty"`
+	Window int  `json:",omitempty"`
 }
 
 // BulkMigrate migrates the machines a selector chooses, each with a MigrateMachine child
@@ -101,8 +108,14 @@ func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, 
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, b.query); err != nil {
 		return BulkMigrateResult{}, fmt.Errorf("register progress query: %w", err)
 	}
+	if err := b.ctl.register(ctx, in.SourceRegion, workflow.GetInfo(ctx).WorkflowExecution.ID, in.Window); err != nil {
+		return BulkMigrateResult{}, err
+	}
 	if err := in.Check(); err != nil {
 		return BulkMigrateResult{}, temporal.NewNonRetryableApplicationError("invalid bulk migration input: "+err.Error(), ErrTypeInvalidInput, nil)
+	}
+	if c := in.Continuation; c != nil {
+		b.ctl.state.Paused = c.Paused
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
 		return BulkMigrateResult{}, fmt.Errorf("upsert search attributes: %w", err)
@@ -114,12 +127,14 @@ func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, 
 	n := min(len(machines), in.machinesPerRun())
 	thisRun, rest := machines[:n], machines[n:]
 	b.migrate(ctx, thisRun)
+	b.ctl.finish(ctx)
 	if ctx.Err() != nil {
 		return b.result, ctx.Err()
 	}
 	if len(rest) > 0 {
 		next := in
-		next.Continuation = &BulkContinuation{Remaining: rest, Done: b.result}
+		next.Window = b.ctl.windowOr(in.Window)
+		next.Continuation = &BulkContinuation{Remaining: rest, Done: b.result, Paused: b.ctl.state.Paused}
 		return BulkMigrateResult{}, workflow.NewContinueAsNewError(ctx, BulkMigrate, next)
 	}
 	return b.result, nil
@@ -169,6 +184,7 @@ type bulkMigration struct {
 	in      BulkMigrateInput
 	result  BulkMigrateResult
 	running int
+	ctl     moveControls
 }
 
 // machines returns the machines left to migrate: the continuation's, or those the selector
@@ -199,7 +215,7 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 			return
 		}
 	}
-	runWindowed(ctx, machines, b.in.window(), nil, b.start, func(machine string, f workflow.Future) {
+	runWindowed(ctx, machines, &b.ctl, func() int { return b.ctl.windowOr(b.in.window()) }, nil, b.start, func(machine string, f workflow.Future) {
 		b.running--
 		err := f.Get(ctx, nil)
 		if skip, ok := skippedChild(machine, err); ok {
@@ -219,7 +235,7 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) []string {
 	var perMachine []string
 	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
-	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
+	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, &b.ctl, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
 		b.result.Succeeded = append(b.result.Succeeded, res.Moved...)
 		for _, f := range res.Failed {
 			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: f.Machine, Error: truncated(f.Error)})
@@ -229,14 +245,20 @@ func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) 
 	return perMachine
 }
 
-// runWindowed calls start for each item in order, keeping at most window of the futures it
+// runWindowed calls start for each item in order, keeping at most window() of the futures it
 // returns pending, and calls done with each one as it resolves, until all started have
-// resolved. It starts no more items once ctx is cancelled, or once more (when not nil) says no.
-func runWindowed[T any](ctx workflow.Context, items []T, window int, more func() bool, start func(workflow.Context, T) workflow.Future, done func(T, workflow.Future)) {
+// resolved. It starts no more items once ctx is cancelled, or once more (when not nil) says
+// no, and none while ctl is paused; a change of ctl (an operator's Update) lets it start
+// more at once.
+func runWindowed[T any](ctx workflow.Context, items []T, ctl *moveControls, window func() int, more func() bool, start func(workflow.Context, T) workflow.Future, done func(T, workflow.Future)) {
 	sel := workflow.NewSelector(ctx)
+	if ctl.wake != nil {
+		sel.AddReceive(ctl.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	}
 	running, next := 0, 0
+	stopped := func() bool { return ctx.Err() != nil || (more != nil && !more()) }
 	for {
-		for running < window && next < len(items) && ctx.Err() == nil && (more == nil || more()) {
+		for running < window() && next < len(items) && !stopped() && !ctl.state.Paused {
 			item := items[next]
 			next++
 			running++
@@ -246,7 +268,12 @@ func runWindowed[T any](ctx workflow.Context, items []T, window int, more func()
 			})
 		}
 		if running == 0 {
-			return
+			if next == len(items) || stopped() {
+				return
+			}
+			// Paused with nothing running: wait for the resume (or a cancel).
+			_ = workflow.Await(ctx, func() bool { return !ctl.state.Paused })
+			continue
 		}
 		sel.Select(ctx)
 	}
@@ -303,5 +330,7 @@ func (b *bulkMigration) query() (BulkProgress, error) {
 		Running:        b.running,
 		FailedMachines: append([]MachineFailure(nil), b.result.Failed...),
 		Skipped:        len(b.result.Skipped),
+		Paused:         b.ctl.state.Paused,
+		Window:         b.ctl.current().Window,
 	}, nil
 }

@@ -36,6 +36,12 @@ type fakeChildren struct {
 	inputs     []workflows.MigrateMachineInput
 }
 
+func (c *fakeChildren) startedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.started)
+}
+
 func (c *fakeChildren) migrate(ctx workflow.Context, in workflows.MigrateMachineInput) (workflows.MigrateMachineResult, error) {
 	c.mu.Lock()
 	c.running++

@@ -108,22 +108,26 @@ func batches(machines []string) [][]string {
 }
 
 // runBatches moves machines in MigrateMachineBatch children of the workflow whose ID is
-// parent, window machines at once (batchWindow), and calls done with each batch's result as it
-// ends; running (when not nil) counts the machines of the batches running. It starts no more
-// batches once ctx is cancelled or more (when not nil) says no. A batch that failed as a
-// whole (e.g. a region the worker does not know) reports each of its machines failed with
-// its error.
-func runBatches(ctx workflow.Context, parent string, in MigrateMachineBatchInput, machines []string, window int, more func() bool, running *int, done func(activities.BatchResult)) {
+// parent, window machines at once (batchWindow; an operator may change it through ctl from
+// the next batch on), and calls done with each batch's result as it ends; running (when not
+// nil) counts the machines of the batches running. It starts no more batches once ctx is
+// cancelled or more (when not nil) says no, and none while ctl is paused. A batch that
+// failed as a whole (e.g. a region the worker does not know) reports each of its machines
+// failed with its error.
+func runBatches(ctx workflow.Context, parent string, in MigrateMachineBatchInput, machines []string, ctl *moveControls, window int, more func() bool, running *int, done func(activities.BatchResult)) {
 	var counted int
 	if running == nil {
 		running = &counted
 	}
-	batchesAtOnce, parallelism := batchWindow(window)
-	in.Parallelism = parallelism
-	runWindowed(ctx, batches(machines), batchesAtOnce, more,
+	batchesAtOnce := func() int {
+		n, _ := batchWindow(ctl.windowOr(window))
+		return n
+	}
+	runWindowed(ctx, batches(machines), ctl, batchesAtOnce, more,
 		func(ctx workflow.Context, machines []string) workflow.Future {
 			*running += len(machines)
 			in.Machines = machines
+			_, in.Parallelism = batchWindow(ctl.windowOr(window))
 			return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, batchChildOptions(parent, in)), MigrateMachineBatch, in)
 		},
 		func(machines []string, f workflow.Future) {
@@ -156,7 +160,7 @@ func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
 	failed, ended := 0, 0
 	in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Grant: t.in.Grant}
 	// The canonical ID of the transfer (not its own, which a replayer does not know).
-	runBatches(ctx, TransferRackID(t.in.Rack), in, t.plan.Machines, t.in.Window, func() bool { return failed == 0 }, nil, func(res activities.BatchResult) {
+	runBatches(ctx, TransferRackID(t.in.Rack), in, t.plan.Machines, &t.ctl, t.in.Window, func() bool { return failed == 0 }, nil, func(res activities.BatchResult) {
 		ended += len(res.Moved) + len(res.PerMachine) + len(res.Failed)
 		t.progress.MachinesDone += len(res.Moved)
 		t.progress.MachinesFailed += len(res.Failed)

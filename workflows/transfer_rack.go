@@ -84,6 +84,10 @@ type TransferProgress struct {
 	// from them, so the transfer stops before its repoint, but they did not fail.
 	MachinesSkipped int
 	Errors          []string
+	// Paused and Window are the operator's controls (ControlState): Window is how many
+	// machines run at once from the next start on (0: the default).
+	Paused bool `json:",omitempty"`
+	Window int  `json:",omitempty"`
 }
 
 // TransferRack moves a rack controller, with everything it serves, from one region to
@@ -127,6 +131,9 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 		if err := t.setPhase(ctx, phase); err != nil {
 			t.progress.Errors = append(t.progress.Errors, err.Error())
 		}
+	}
+	if err := t.ctl.register(ctx, in.SourceRegion, TransferRackID(in.Rack), in.Window); err != nil {
+		return TransferRackResult{}, err
 	}
 	if err := in.check(); err != nil {
 		return t.fail(ctx, PhaseValidating, err)
@@ -172,7 +179,9 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 			}
 		}
 	}
-	return t.result, t.setPhase(ctx, PhaseCompleted)
+	err := t.setPhase(ctx, PhaseCompleted)
+	t.ctl.finish(ctx)
+	return t.result, err
 }
 
 func (in TransferRackInput) check() error {
@@ -211,6 +220,7 @@ type rackTransfer struct {
 	repointed bool
 	promise   bool // keepsPromise: the paths of promiseChange
 	opts      stepOptions
+	ctl       moveControls
 }
 
 func (t *rackTransfer) input() activities.TransferInput {
@@ -272,38 +282,29 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 	if window == 0 {
 		window = DefaultTransferWindow
 	}
-	sel := workflow.NewSelector(ctx)
-	running, next := 0, 0
+	started := 0
 	var failures []string
-	for {
-		for running < window && next < len(machines) && len(failures) == 0 && ctx.Err() == nil {
-			machine := machines[next]
-			next++
-			running++
-			f := startMigrateMachine(ctx, MigrateMachineInput{
+	runWindowed(ctx, machines, &t.ctl, func() int { return t.ctl.windowOr(window) }, func() bool { return len(failures) == 0 },
+		func(ctx workflow.Context, machine string) workflow.Future {
+			started++
+			return startMigrateMachine(ctx, MigrateMachineInput{
 				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.in.WaitForRunningJob, Grant: t.in.Grant,
 			})
-			sel.AddFuture(f, func(f workflow.Future) {
-				running--
-				err := f.Get(ctx, nil)
-				if skip, ok := skippedChild(machine, err); ok {
-					t.progress.MachinesSkipped++
-					failures = append(failures, fmt.Sprintf("machine %s: %s", machine, skip.Reason))
-					return
-				}
-				if err != nil && !(t.promise && t.alreadyOnTarget(err)) {
-					t.progress.MachinesFailed++
-					failures = append(failures, fmt.Sprintf("machine %s: %v", machine, err))
-					return
-				}
-				t.progress.MachinesDone++
-			})
-		}
-		if running == 0 {
-			break
-		}
-		sel.Select(ctx)
-	}
+		},
+		func(machine string, f workflow.Future) {
+			err := f.Get(ctx, nil)
+			if skip, ok := skippedChild(machine, err); ok {
+				t.progress.MachinesSkipped++
+				failures = append(failures, fmt.Sprintf("machine %s: %s", machine, skip.Reason))
+				return
+			}
+			if err != nil && !(t.promise && t.alreadyOnTarget(err)) {
+				t.progress.MachinesFailed++
+				failures = append(failures, fmt.Sprintf("machine %s: %v", machine, err))
+				return
+			}
+			t.progress.MachinesDone++
+		})
 	if ctx.Err() != nil {
 		return temporal.NewCanceledError()
 	}
@@ -311,7 +312,7 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 		t.progress.Errors = append(t.progress.Errors, failures...)
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%d of %d machines failed to migrate, %d skipped (%d moved, %d not started): %s", t.progress.MachinesFailed, len(t.plan.Machines),
-				t.progress.MachinesSkipped, t.progress.MachinesDone, len(machines)-next, strings.Join(failures, "; ")),
+				t.progress.MachinesSkipped, t.progress.MachinesDone, len(machines)-started, strings.Join(failures, "; ")),
 			ErrTypeMachinesFailed, nil)
 	}
 	return nil
@@ -404,11 +405,13 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 	if perr := t.setPhase(dctx, final); perr != nil {
 		err = errors.Join(err, perr)
 	}
+	t.ctl.finish(dctx)
 	return t.result, err
 }
 
 func (t *rackTransfer) query() (TransferProgress, error) {
 	p := t.progress
 	p.Errors = append([]string(nil), t.progress.Errors...)
+	p.Paused, p.Window = t.ctl.state.Paused, t.ctl.current().Window
 	return p, nil
 }

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -38,9 +39,10 @@ type transferActs struct {
 	batchFail  map[string]bool
 	batchLeave map[string]bool
 
-	mu      sync.Mutex
-	calls   []string
-	batches []activities.BatchInput
+	mu       sync.Mutex
+	calls    []string
+	controls []string // AuditMoveControl calls
+	batches  []activities.BatchInput
 }
 
 var (
@@ -111,6 +113,19 @@ func (f *transferActs) MigrateBatch(_ context.Context, in activities.BatchInput)
 		}
 	}
 	return res, nil
+}
+
+// AuditMoveControl records the audit of an operator's control.
+func (f *transferActs) AuditMoveControl(_ context.Context, in activities.MoveControlAuditInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := in.Control
+	action := c.Action
+	if c.Window > 0 {
+		action += fmt.Sprint(" ", c.Window)
+	}
+	f.controls = append(f.controls, in.Region+" "+c.Migration+" "+action+" by "+c.By)
+	return nil
 }
 
 func (f *transferActs) HandOverRack(_ context.Context, ref activities.RackRef) error {

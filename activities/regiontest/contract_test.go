@@ -276,6 +276,15 @@ func errorType(err error) string {
 }
 
 var contract = []contractCase{
+	{"a move control is audited on the source; a malformed one is refused", func(t *testing.T, p pair) {
+		in := activities.MoveControlAuditInput{Region: p.src.name, Control: api.MoveControl{Migration: "bulk-migrate/nightly", Action: "set-window", Window: 7, By: "bob"}}
+		if err := worker(t, p).AuditMoveControl(ctx, in); err != nil {
+			t.Errorf("audit: %v", err)
+		}
+		auditor := p.src.Region.(activities.MoveControlAuditor)
+		wantStatus(t, "set-window without a window", auditor.RecordMoveControl(ctx, api.MoveControl{Migration: "bulk-migrate/nightly", Action: "set-window", By: "bob"}), http.StatusUnprocessableEntity)
+		wantStatus(t, "an unknown action", auditor.RecordMoveControl(ctx, api.MoveControl{Migration: "bulk-migrate/nightly", Action: "stop", By: "bob"}), http.StatusUnprocessableEntity)
+	}},
 	{"quiesce holds the machine for its migration", func(t *testing.T, p pair) {
 		m := quiesced(t, p)
 		if m.Runnable || m.Meta[api.MetaMigrating] != migration {

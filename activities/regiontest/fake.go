@@ -321,3 +321,14 @@ func (r *Region) RecordCompensationDecision(_ context.Context, machine string, d
 	defer r.mu.Unlock()
 	return r.enter("RecordCompensationDecision", machine+" "+d.Action+" by "+d.By, true)
 }
+
+// RecordMoveControl implements activities.MoveControlAuditor: it refuses what the region's
+// store refuses and journals the call.
+func (r *Region) RecordMoveControl(_ context.Context, c api.MoveControl) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !slices.Contains([]string{"pause", "resume", "set-window"}, c.Action) || (c.Action == "set-window") != (c.Window > 0) || c.Migration == "" || c.By == "" {
+		return apiErr(http.StatusUnprocessableEntity, "move control %+v refused", c)
+	}
+	return r.enter("RecordMoveControl", fmt.Sprintf("%s %s %d by %s", c.Migration, c.Action, c.Window, c.By), true)
+}

@@ -50,15 +50,17 @@ func mapColumns[T, U any](cols []column[T], get func(U) T) []column[U] {
 func newMigrationsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "migrations",
-		Short: "Machine migrations (Temporal workflows): list, show, cancel, bulk runs and schedules",
+		Short: "Machine migrations (Temporal workflows): list, show, cancel, pause, bulk runs and schedules",
 		Long: `Machine migrations are Temporal workflows: migrate-machine/<machine uuid> for one machine (started
 by ironflow machines migrate), bulk-migrate/<name> for many (migrations bulk, migrations schedule),
 transfer-rack/<rack uuid> for a rack (ironflow racks transfer). These commands list, show and
-cancel them, start bulk migrations, and manage bulk migration schedules.`,
+cancel them, pause, resume and resize (window) a running bulk migration or rack transfer, start
+bulk migrations, and manage bulk migration schedules.`,
 	}
 	addTemporalFlags(c)
 	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand(), newMigrationsCompensationCommand())
 	c.AddCommand(newBulkMigrationCommands()...)
+	c.AddCommand(newMigrationsControlCommands()...)
 	return c
 }
 

@@ -107,7 +107,7 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 
 // transferProgressLine is a transfer's phase and machine counts.
 func transferProgressLine(p workflows.TransferProgress) string {
-	return fmt.Sprintf("%s (machines %d/%d, %d failed, %d skipped)", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped)
+	return fmt.Sprintf("%s (machines %d/%d, %d failed, %d skipped; %s)", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped, controlsText(p.Paused, p.Window))
 }
 
 var transferColumns = []column[workflows.TransferRackResult]{

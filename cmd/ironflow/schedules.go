@@ -193,7 +193,7 @@ func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, pro
 
 // bulkProgressLine is a running bulk migration's counts.
 func bulkProgressLine(p workflows.BulkProgress) string {
-	return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped, %d running", p.Done, p.Total, p.Failed, p.Skipped, p.Running)
+	return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped, %d running (%s)", p.Done, p.Total, p.Failed, p.Skipped, p.Running, controlsText(p.Paused, p.Window))
 }
 
 func newMigrationsScheduleCommand() *cobra.Command {

@@ -53,6 +53,7 @@ func (s *fakeSelector) SelectMachines(_ context.Context, in activities.SelectInp
 // ones that migrate, and unknown ones that the fake ValidateMigration refuses.
 type bulkSetup struct {
 	tc      client.Client
+	fake    *fakeActivities
 	pool    string
 	known   []string
 	unknown []string
@@ -73,6 +74,7 @@ func newBulkSetup(t *testing.T, known, unknown int) *bulkSetup {
 	t.Cleanup(tc.Close)
 	s := &bulkSetup{tc: tc, pool: "pool-" + uuid.NewString()}
 	fake := newFakeActivities()
+	s.fake = fake
 	for range known {
 		id := uuid.NewString()
 		fake.addMachine(id, "m-"+id)

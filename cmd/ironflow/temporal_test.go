@@ -139,6 +139,7 @@ type fakeActivities struct {
 	calls    map[string][]string      // workflow ID -> activity names in the order they ran
 	tickets  map[string]string        // workflow ID -> ID of the ticket its import used
 	gates    map[string]chan struct{} // workflow ID -> ExportImport waits until closed
+	controls []string                 // the operator controls audited, as "action [window] by user"
 }
 
 func newFakeActivities() *fakeActivities {
@@ -271,6 +272,24 @@ func (f *fakeActivities) ExportImport(ctx context.Context, in activities.CopyInp
 		}
 	}
 	return activities.CopyResult{Jobs: 2, Profiles: 2}, nil
+}
+
+// AuditMoveControl records the audit of an operator's control of a move.
+func (f *fakeActivities) AuditMoveControl(_ context.Context, in activities.MoveControlAuditInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	action := in.Control.Action
+	if in.Control.Window > 0 {
+		action += fmt.Sprint(" ", in.Control.Window)
+	}
+	f.controls = append(f.controls, action+" by "+in.Control.By+" on "+in.Region)
+	return nil
+}
+
+func (f *fakeActivities) audited() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.controls)
 }
 
 // MigrateBatch leaves every machine to the per-machine path, whose activities the fake

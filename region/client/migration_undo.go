@@ -23,3 +23,8 @@ func (c *Client) RecordCompensationDecision(ctx context.Context, machine string,
 	}
 	return c.do(ctx, request{method: http.MethodPost, path: path, in: d})
 }
+
+// RecordMoveControl audits on this (source) region an operator's control of a move.
+func (c *Client) RecordMoveControl(ctx context.Context, mc api.MoveControl) error {
+	return c.do(ctx, request{method: http.MethodPost, path: api.PathPrefix + "/" + api.KindMoveControls, in: mc})
+}

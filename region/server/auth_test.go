@@ -94,6 +94,9 @@ func TestRolePermissions(t *testing.T) {
 		{"PUT", "/api/v1/jobs/" + myJob + "/log", func(role string) any { return role + "\n" }, [5]int{none, none, forbid, forbid, none}},
 		{"PUT", "/api/v1/jobs/" + otherJob + "/log", func(role string) any { return role + "\n" }, [5]int{none, none, forbid, forbid, forbid}},
 		{"GET", "/api/v1/profiles", nil, [5]int{ok, ok, ok, ok, forbid}},
+		{"POST", "/api/v1/move-controls", func(role string) any {
+			return api.MoveControl{Migration: "bulk-migrate/" + role, Action: "pause", By: role}
+		}, [5]int{none, none, forbid, forbid, forbid}},
 		{"POST", "/api/v1/profiles", func(role string) any { return map[string]any{"Name": "p-" + role} }, [5]int{created, created, forbid, forbid, forbid}},
 		{"DELETE", "/api/v1/pools/nothere", nil, [5]int{missing, missing, forbid, forbid, forbid}},
 		{"GET", "/api/v1/subnets/" + f.subnet, nil, [5]int{ok, ok, ok, ok, forbid}},

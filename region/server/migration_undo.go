@@ -10,11 +10,27 @@ import (
 
 // migrationUndoRoutes registers the undo of an import whose agent may have moved
 // (store.RedirectCopy): POST .../machines/{key}/redirect-copy with a RedirectCopyRequest, and
-// the audit of an operator's answer to a stuck undo (api.CompensationDecision).
+// the audit of an operator's answer to a stuck undo (api.CompensationDecision) and of an
+// operator's control of a move (api.MoveControl).
 func (s *Server) migrationUndoRoutes() {
 	item := api.PathPrefix + "/" + api.KindMachines + "/{key}"
 	s.handle(route{pattern: "POST " + item + "/redirect-copy", resource: api.KindMachines, write: true, h: s.redirectCopy})
 	s.handle(route{pattern: "POST " + item + "/compensation-decisions", resource: api.KindMachines, write: true, h: s.recordCompensationDecision})
+	s.handle(route{pattern: "POST " + api.PathPrefix + "/" + api.KindMoveControls, resource: api.KindMachines, write: true, h: s.recordMoveControl})
+}
+
+// recordMoveControl audits an operator's control of a bulk migration or rack transfer
+// (api.MoveControl).
+func (s *Server) recordMoveControl(w http.ResponseWriter, r *http.Request, c *call) error {
+	var mc api.MoveControl
+	if err := decodeBody(w, r, &mc); err != nil {
+		return err
+	}
+	if err := s.st.RecordMoveControl(r.Context(), c.by, mc); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // recordCompensationDecision audits an operator's answer to a stuck compensation

@@ -153,7 +153,7 @@ func Cancel(ctx context.Context, tc client.Client, id string) error {
 	return tc.CancelWorkflow(ctx, id, "")
 }
 
-// RefusedError is a compensation request the migration refused.
+// RefusedError is an Update (a compensation request, a pause…) the move refused.
 type RefusedError struct {
 	ID  string
 	Err error
@@ -167,17 +167,40 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Compensate sends req to the stuck compensation of migration id and returns its answer.
 func Compensate(ctx context.Context, tc client.Client, id string, req workflows.CompensationRequest) (string, error) {
+	return update[string](ctx, tc, id, workflows.CompensationUpdate, req)
+}
+
+// Pause stops the bulk migration or rack transfer id from starting machines; those running
+// finish. It returns the run's controls after the pause.
+func Pause(ctx context.Context, tc client.Client, id, by string) (workflows.ControlState, error) {
+	return update[workflows.ControlState](ctx, tc, id, workflows.PauseUpdate, workflows.ControlRequest{By: by})
+}
+
+// Resume lets the paused bulk migration or rack transfer id start machines again.
+func Resume(ctx context.Context, tc client.Client, id, by string) (workflows.ControlState, error) {
+	return update[workflows.ControlState](ctx, tc, id, workflows.ResumeUpdate, workflows.ControlRequest{By: by})
+}
+
+// SetWindow has the bulk migration or rack transfer id run window machines at once from its
+// next start on.
+func SetWindow(ctx context.Context, tc client.Client, id string, window int, by string) (workflows.ControlState, error) {
+	return update[workflows.ControlState](ctx, tc, id, workflows.SetWindowUpdate, workflows.ControlRequest{Window: window, By: by})
+}
+
+// update sends the Update name with arg to the running workflow id (its latest run) and
+// returns its answer once the workflow has completed it; a refusal is a *RefusedError.
+func update[R any](ctx context.Context, tc client.Client, id, name string, arg any) (R, error) {
+	var answer R
 	h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: workflows.CompensationUpdate, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: id, UpdateName: name, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return "", err
+		return answer, err
 	}
-	var note string
-	if err := h.Get(ctx, &note); err != nil {
-		return "", &RefusedError{ID: id, Err: err}
+	if err := h.Get(ctx, &answer); err != nil {
+		return answer, &RefusedError{ID: id, Err: err}
 	}
-	return note, nil
+	return answer, nil
 }
 
 // runOf reads a workflow's execution info and search attributes.
