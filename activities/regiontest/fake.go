@@ -254,21 +254,15 @@ func (r *Region) GetJob(_ context.Context, key string) (api.Job, error) {
 // DeleteMachine implements activities.Region: a machine a migration holds is deleted only
 // for that migration, and its import's tickets close.
 func (r *Region) DeleteMachine(_ context.Context, key, migration string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("DeleteMachine", key, true); err != nil {
-		return err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return err
-	}
-	if held := r.holder(m); held != "" && held != migration {
-		return apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s and cannot be deleted while that migration may still need it", m.Name, m.Uuid, held)
-	}
-	r.closeTickets(m.Uuid)
-	r.remove(m.Uuid)
-	return nil
+	_, err := onMachine(r, "DeleteMachine", key, func(m api.Machine) (struct{}, error) {
+		if held := r.holder(m); held != "" && held != migration {
+			return struct{}{}, apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s and cannot be deleted while that migration may still need it", m.Name, m.Uuid, held)
+		}
+		r.closeTickets(m.Uuid)
+		r.remove(m.Uuid)
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // Delete removes a machine, its snapshot and its jobs without going through the API (as a

@@ -82,17 +82,18 @@ func (snap snapshot) live(m api.Machine) api.Machine {
 	return l
 }
 
-// machineOp runs fn on the machine at key, under the lock, once the call is recorded and
-// no failure is injected.
-func (r *Region) machineOp(method, key string, fn func(m api.Machine) (api.Machine, error)) (api.Machine, error) {
+// onMachine runs fn on the machine at key, under the lock, once the call is recorded and no
+// failure is injected.
+func onMachine[T any](r *Region, method, key string, fn func(m api.Machine) (T, error)) (T, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var zero T
 	if err := r.enter(method, key, true); err != nil {
-		return api.Machine{}, err
+		return zero, err
 	}
 	m, err := r.lookup(key)
 	if err != nil {
-		return m, err
+		return zero, err
 	}
 	return fn(m)
 }
@@ -112,7 +113,7 @@ func (r *Region) MintTicket(context.Context, api.TicketRequest) (api.Ticket, err
 
 // Quiesce implements activities.Region.
 func (r *Region) Quiesce(_ context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
-	return r.machineOp("Quiesce", key, func(m api.Machine) (api.Machine, error) {
+	return onMachine(r, "Quiesce", key, func(m api.Machine) (api.Machine, error) {
 		if strings.TrimSpace(req.Migration) == "" {
 			return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "quiesce needs the migration that holds the machine")
 		}
@@ -140,7 +141,7 @@ func (r *Region) Quiesce(_ context.Context, key string, req api.QuiesceRequest) 
 
 // Unquiesce implements activities.Region: without a snapshot the machine is unchanged.
 func (r *Region) Unquiesce(_ context.Context, key string) (api.Machine, error) {
-	return r.machineOp("Unquiesce", key, func(m api.Machine) (api.Machine, error) {
+	return onMachine(r, "Unquiesce", key, func(m api.Machine) (api.Machine, error) {
 		snap, ok := r.snapshots[m.Uuid]
 		switch {
 		case !ok:
@@ -158,33 +159,26 @@ func (r *Region) Unquiesce(_ context.Context, key string) (api.Machine, error) {
 // Export implements activities.Region: the machine as it was before quiesce (a stub's
 // snapshot), its jobs and the profiles it names.
 func (r *Region) Export(_ context.Context, key string) (api.Bundle, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.enter("Export", key, true); err != nil {
-		return api.Bundle{}, err
-	}
-	m, err := r.lookup(key)
-	if err != nil {
-		return api.Bundle{}, err
-	}
-	snap, quiesced := r.snapshots[m.Uuid]
-	jobs := r.jobsOf(m.Uuid)
-	switch {
-	case quiesced && isStub(m):
-		jobs = snap.jobs // the stub's own jobs were rewritten by finalize
-		m = snap.live(m)
-	case quiesced:
-		m = snap.live(m)
-	case isStub(m):
-		return api.Bundle{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; there is nothing to export", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
-	}
-	b := api.Bundle{Machine: cloneMachine(m), Jobs: cloneJobs(jobs), JobLogs: map[string]string{}}
-	for _, name := range m.Profiles {
-		if p, ok := r.profiles[name]; ok {
-			b.Profiles = append(b.Profiles, p)
+	return onMachine(r, "Export", key, func(m api.Machine) (api.Bundle, error) {
+		snap, quiesced := r.snapshots[m.Uuid]
+		jobs := r.jobsOf(m.Uuid)
+		switch {
+		case quiesced && isStub(m):
+			jobs = snap.jobs // the stub's own jobs were rewritten by finalize
+			m = snap.live(m)
+		case quiesced:
+			m = snap.live(m)
+		case isStub(m):
+			return api.Bundle{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; there is nothing to export", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
 		}
-	}
-	return b, nil
+		b := api.Bundle{Machine: cloneMachine(m), Jobs: cloneJobs(jobs), JobLogs: map[string]string{}}
+		for _, name := range m.Profiles {
+			if p, ok := r.profiles[name]; ok {
+				b.Profiles = append(b.Profiles, p)
+			}
+		}
+		return b, nil
+	})
 }
 
 // Import implements activities.Region: the ticket is checked and spent (again for the same
@@ -258,7 +252,7 @@ func (r *Region) ticketFor(token, machine string) (t *ticket, reused bool, err e
 // FinalizeMigration implements activities.Region: the quiesced machine becomes the locked
 // stub redirecting to the endpoint; again to the same endpoint changes nothing.
 func (r *Region) FinalizeMigration(_ context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
-	return r.machineOp("FinalizeMigration", key, func(m api.Machine) (api.Machine, error) {
+	return onMachine(r, "FinalizeMigration", key, func(m api.Machine) (api.Machine, error) {
 		if to := m.Meta[api.MetaRedirectEndpoint]; to == req.RedirectEndpoint {
 			return cloneMachine(m), nil
 		} else if to != "" {
@@ -299,7 +293,7 @@ func (r *Region) stub(m api.Machine, endpoint string, archive func(api.Job) bool
 // RedirectCopy implements activities.Region: an inactive imported copy becomes a stub
 // redirecting to the endpoint, for the migration that imported it only.
 func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
-	return r.machineOp("RedirectCopy", key, func(m api.Machine) (api.Machine, error) {
+	return onMachine(r, "RedirectCopy", key, func(m api.Machine) (api.Machine, error) {
 		switch to := m.Meta[api.MetaRedirectEndpoint]; {
 		case to == req.RedirectEndpoint:
 			return cloneMachine(m), nil
@@ -325,7 +319,7 @@ func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCop
 // RestoreMigration implements activities.Region: a stub's machine and jobs come back from
 // the quiesce snapshot, still quiesced; a machine that is not a stub is unchanged.
 func (r *Region) RestoreMigration(_ context.Context, key string) (api.Machine, error) {
-	return r.machineOp("RestoreMigration", key, func(m api.Machine) (api.Machine, error) {
+	return onMachine(r, "RestoreMigration", key, func(m api.Machine) (api.Machine, error) {
 		if !isStub(m) {
 			return cloneMachine(m), nil
 		}
@@ -350,7 +344,7 @@ func (r *Region) RestoreMigration(_ context.Context, key string) (api.Machine, e
 // Activate implements activities.Region: an imported copy goes live and its import's
 // tickets close; a stub or a quiesced machine is a conflict.
 func (r *Region) Activate(_ context.Context, key string) (api.Machine, error) {
-	return r.machineOp("Activate", key, func(m api.Machine) (api.Machine, error) {
+	return onMachine(r, "Activate", key, func(m api.Machine) (api.Machine, error) {
 		switch {
 		case isStub(m):
 			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; activate it there", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])

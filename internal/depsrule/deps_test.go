@@ -40,6 +40,16 @@ var rules = []rule{
 		Forbidden: []string{"workflows"},
 		Why:       "regions never drive migrations; workflows reach regions through activities",
 	},
+	{
+		From:      "workflows",
+		Forbidden: []string{"region/store", "region/server"},
+		Why:       "workflows, and the client side of moves, reach a region only through activities and its HTTP API",
+	},
+	{
+		From:      "activities",
+		Forbidden: []string{"region/store", "region/server"},
+		Why:       "activities call regions over HTTP (region/client); a region's database is its own",
+	},
 }
 
 // under reports whether the module package pkg is p or below p.
