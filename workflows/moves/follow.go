@@ -8,9 +8,12 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -55,11 +58,30 @@ func (k Kind[In, Prog, Res]) Wait(ctx context.Context, tc client.Client, run cli
 	for {
 		select {
 		case err := <-done:
+			if ctx.Err() == nil && longPollCut(err) {
+				// The history long poll was cut short (the SDK ends it a little before ctx's
+				// deadline), not the run: ask again, and ctx's end decides.
+				go func() { done <- run.Get(ctx, &res) }()
+				continue
+			}
 			poll()
 			return res, k.waitError(ctx, run.GetID(), err)
 		case <-ticker.C:
 			poll()
 		}
+	}
+}
+
+// longPollCut reports a transport error that ended a wait for a run's result without the
+// run having ended.
+func longPollCut(err error) bool {
+	var canceled *serviceerror.Canceled
+	var deadline *serviceerror.DeadlineExceeded
+	switch code := grpcstatus.Code(err); {
+	case errors.As(err, &canceled), errors.As(err, &deadline):
+		return true
+	default:
+		return code == codes.Canceled || code == codes.DeadlineExceeded
 	}
 }
 
