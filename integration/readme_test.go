@@ -324,8 +324,21 @@ func startMakeDev(t *testing.T, clone, tmp string) *makeDev {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		syscall.Kill(-md.cmd.Process.Pid, syscall.SIGKILL)
-		<-md.exited
+		// A test that failed before its Ctrl-C stops the stack the same way, so the dev stack
+		// stops the Temporal server and PostgreSQL it started (in process groups of their
+		// own, which a SIGKILL of make's group misses); SIGKILL only if that hangs.
+		select {
+		case <-md.exited:
+			return
+		default:
+		}
+		syscall.Kill(-md.cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-md.exited:
+		case <-time.After(time.Minute):
+			syscall.Kill(-md.cmd.Process.Pid, syscall.SIGKILL)
+			<-md.exited
+		}
 	})
 	ready := make(chan struct{})
 	go func() {
