@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -82,15 +83,24 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("syslog listen address %q: %w", cfg.Addr, err)
 	}
-	if s.udp, err = net.ListenUDP("udp", ua); err != nil {
-		return nil, fmt.Errorf("syslog UDP: %w", err)
+	// A port the system picked for UDP may already be someone's TCP port; pick again then.
+	attempts := 1
+	if ua.Port == 0 {
+		attempts = 20
 	}
-	ta := &net.TCPAddr{IP: ua.IP, Port: s.udp.LocalAddr().(*net.UDPAddr).Port, Zone: ua.Zone}
-	if s.tcp, err = net.ListenTCP("tcp", ta); err != nil {
+	for try := 1; ; try++ {
+		if s.udp, err = net.ListenUDP("udp", ua); err != nil {
+			return nil, fmt.Errorf("syslog UDP: %w", err)
+		}
+		ta := &net.TCPAddr{IP: ua.IP, Port: s.udp.LocalAddr().(*net.UDPAddr).Port, Zone: ua.Zone}
+		if s.tcp, err = net.ListenTCP("tcp", ta); err == nil {
+			return s, nil
+		}
 		s.udp.Close()
-		return nil, fmt.Errorf("syslog TCP: %w", err)
+		if try == attempts || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("syslog TCP: %w", err)
+		}
 	}
-	return s, nil
 }
 
 // Addr is the address the server listens on (UDP and TCP).

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -323,4 +324,29 @@ func TestBatchesFitTheRegionBodyLimit(t *testing.T) {
 	if r.region.tooBig() > 0 || r.region.posts() < 2 {
 		t.Fatalf("%d posts, %d over 1 MiB", r.region.posts(), r.region.tooBig())
 	}
+}
+
+// TestTCPPortTakenIsAnErrorAndFreesUDP: a configured port whose TCP side someone else holds
+// is refused with the reason, and the UDP socket opened first is given back.
+func TestTCPPortTakenIsAnErrorAndFreesUDP(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	cfg := Config{Addr: addr, Metrics: m, Logger: quiet, Forwarder: NewForwarder(&region{}, m, ForwarderOptions{Logger: quiet}),
+		Attribute: func(netip.Addr) (net.HardwareAddr, bool) { return nil, false }}
+	if _, err := New(cfg); !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "syslog TCP") {
+		t.Fatalf("New on a taken TCP port: %v, want syslog TCP: address in use", err)
+	}
+	udp, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatalf("the UDP port was not given back: %v", err)
+	}
+	udp.Close()
 }
