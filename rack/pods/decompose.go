@@ -27,11 +27,11 @@ func (c *Conn) Decompose(name string) error {
 	if err != nil {
 		return fmt.Errorf("decompose %s: %w", name, err)
 	}
-	state, _, err := c.lv.DomainGetState(dom, 0)
+	on, err := c.running(dom)
 	if err != nil {
 		return fmt.Errorf("decompose %s: %w", name, err)
 	}
-	if libvirt.DomainState(state) != libvirt.DomainShutoff {
+	if on {
 		if err := c.lv.DomainDestroy(dom); err != nil {
 			return fmt.Errorf("decompose %s: stop: %w", name, err)
 		}

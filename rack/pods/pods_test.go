@@ -284,3 +284,22 @@ func TestComposeRefusesBadRequestsAndCreatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPowerRefusesUnknownVMsAndActions: a VM the pod does not have is ErrNoVM for every power
+// call, and an action other than on/off/cycle is refused before any call.
+func TestPowerRefusesUnknownVMsAndActions(t *testing.T) {
+	p := startPod(t)
+	for _, a := range []PowerAction{PowerOn, PowerOff, PowerCycle} {
+		if err := p.conn.Power("no-such-vm", a); !errors.Is(err, ErrNoVM) {
+			t.Errorf("power %s of a missing VM: %v, want ErrNoVM", a, err)
+		}
+	}
+	if _, err := p.conn.PowerState(uniqueName()); !errors.Is(err, ErrNoVM) {
+		t.Errorf("power state of a missing VM: %v, want ErrNoVM", err)
+	}
+	for _, s := range []string{"", "reset", "ON"} {
+		if _, err := ParsePowerAction(s); err == nil {
+			t.Errorf("ParsePowerAction(%q) accepted", s)
+		}
+	}
+}
