@@ -12,6 +12,7 @@ const (
 	DropTooLong      = "too_long"     // longer than syslogmsg.MaxLine
 	DropUnattributed = "unattributed" // its source address has no active lease or reservation here
 	DropBufferFull   = "buffer_full"  // the buffer towards the region was full
+	DropRateLimited  = "rate_limited" // its client sent more than RatePerClient/BurstPerClient allow
 	DropRejected     = "rejected"     // the region refused it (see the region's ironflow_syslog_records_rejected_total)
 	DropRefused      = "refused"      // the region refused its whole batch for its content
 )
@@ -55,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Syslog messages waiting to be sent to the region.",
 		}),
 	}
-	for _, r := range []string{DropMalformed, DropTooLong, DropUnattributed, DropBufferFull, DropRejected, DropRefused} {
+	for _, r := range []string{DropMalformed, DropTooLong, DropUnattributed, DropBufferFull, DropRateLimited, DropRejected, DropRefused} {
 		m.dropped.WithLabelValues(r) // exported as 0 from the start
 	}
 	for _, r := range []string{RefuseTotal, RefusePerClient} {

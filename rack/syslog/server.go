@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/internal/syslogmsg"
@@ -40,8 +41,13 @@ type Config struct {
 	MaxConns          int           // TCP connections at once (default 256)
 	MaxConnsPerClient int           // TCP connections of one source address at once (default 4)
 	IdleTimeout       time.Duration // a TCP connection silent this long is closed (default 2m)
-	Now               func() time.Time
-	Logger            *slog.Logger
+	// Messages one client (source address) may send per second on average, and at once: a
+	// booting kernel's burst fits, a flood from one machine cannot crowd out the others
+	// (defaults 200 and 2,000).
+	RatePerClient  rate.Limit
+	BurstPerClient int
+	Now            func() time.Time
+	Logger         *slog.Logger
 }
 
 // Server receives syslog on one UDP socket and one TCP listener.
@@ -55,6 +61,17 @@ type Server struct {
 	closed    bool // Serve is ending: no more connections
 	conns     map[net.Conn]struct{}
 	perClient map[netip.Addr]int
+
+	limitsMu  sync.Mutex
+	limits    map[netip.Addr]*clientLimit // attributed clients only: bounded by the rack's leases and reservations
+	lastSweep time.Time
+	limitIdle time.Duration // longer than an empty budget takes to refill, so forgetting one never grants more
+}
+
+// clientLimit is one client's message budget.
+type clientLimit struct {
+	*rate.Limiter
+	lastSeen time.Time
 }
 
 // New opens the UDP socket and the TCP listener (on the same port when Addr's port is 0, as
@@ -72,13 +89,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 2 * time.Minute
 	}
+	if cfg.RatePerClient <= 0 {
+		cfg.RatePerClient = 200
+	}
+	if cfg.BurstPerClient <= 0 {
+		cfg.BurstPerClient = 2000
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]struct{}{}, perClient: map[netip.Addr]int{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]struct{}{}, perClient: map[netip.Addr]int{},
+		limits: map[netip.Addr]*clientLimit{}, limitIdle: time.Minute + time.Duration(float64(cfg.BurstPerClient)/float64(cfg.RatePerClient)*float64(time.Second))}
 	ua, err := net.ResolveUDPAddr("udp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("syslog listen address %q: %w", cfg.Addr, err)
@@ -267,11 +291,37 @@ func (s *Server) receive(src netip.Addr, transport string, raw []byte) {
 		s.drop(DropUnattributed, src)
 		return
 	}
+	if !s.allow(src, now) {
+		s.drop(DropRateLimited, src)
+		return
+	}
 	s.cfg.Forwarder.Push(api.SyslogMessage{
 		Addr: src.String(), MAC: mac.String(), Received: now.UTC(), Time: msg.Time,
 		Facility: msg.Facility, Severity: msg.Severity, Hostname: msg.Hostname, App: msg.App,
 		ProcID: msg.ProcID, MsgID: msg.MsgID, Text: msg.Text,
 	})
+}
+
+// allow spends one message of src's budget. Budgets idle for limitIdle are forgotten: by then
+// they have refilled, so a new one is the same.
+func (s *Server) allow(src netip.Addr, now time.Time) bool {
+	s.limitsMu.Lock()
+	defer s.limitsMu.Unlock()
+	if now.Sub(s.lastSweep) > s.limitIdle {
+		for a, l := range s.limits {
+			if now.Sub(l.lastSeen) > s.limitIdle {
+				delete(s.limits, a)
+			}
+		}
+		s.lastSweep = now
+	}
+	l := s.limits[src]
+	if l == nil {
+		l = &clientLimit{Limiter: rate.NewLimiter(s.cfg.RatePerClient, s.cfg.BurstPerClient)}
+		s.limits[src] = l
+	}
+	l.lastSeen = now
+	return l.AllowN(now, 1)
 }
 
 // drop counts a message that will not reach the region; it is logged at debug only, since a

@@ -115,8 +115,10 @@ func startReceiver(t *testing.T, cfg Config, fo ForwarderOptions) *receiver {
 	fo.Interval, fo.RetryDelay, fo.Logger = 10*time.Millisecond, 10*time.Millisecond, quiet
 	fwd := NewForwarder(r.region, m, fo)
 	cfg.Addr, cfg.Forwarder, cfg.Metrics, cfg.Logger = "127.0.0.1:0", fwd, m, quiet
-	cfg.Attribute = func(a netip.Addr) (net.HardwareAddr, bool) {
-		return clientMAC, a == netip.MustParseAddr("127.0.0.1")
+	if cfg.Attribute == nil {
+		cfg.Attribute = func(a netip.Addr) (net.HardwareAddr, bool) {
+			return clientMAC, a == netip.MustParseAddr("127.0.0.1")
+		}
 	}
 	if r.srv, err = New(cfg); err != nil {
 		t.Fatal(err)
@@ -349,4 +351,36 @@ func TestTCPPortTakenIsAnErrorAndFreesUDP(t *testing.T) {
 		t.Fatalf("the UDP port was not given back: %v", err)
 	}
 	udp.Close()
+}
+
+// TestOneClientsFloodIsLimitedAndOthersPass: past its burst a client gets RatePerClient
+// messages a second, the rest dropped as rate_limited; another client's messages still pass.
+func TestOneClientsFloodIsLimitedAndOthersPass(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	attribute := func(a netip.Addr) (net.HardwareAddr, bool) {
+		return clientMAC, a == netip.MustParseAddr("127.0.0.1") || a == netip.MustParseAddr("127.0.0.3")
+	}
+	r := startReceiver(t, Config{RatePerClient: 1, BurstPerClient: 3, Now: clock, Attribute: attribute}, ForwarderOptions{})
+	flood := r.dial(t, "tcp", "")
+	for i := range 6 {
+		write(t, flood, fmt.Sprintf("<13>app: flood %d\n", i))
+	}
+	testutil.Eventually(t, 5*time.Second, "the flood past its burst dropped", func() bool {
+		return r.metric(t, "ironflow_syslog_dropped_total", DropRateLimited) == 3
+	})
+	other := r.dial(t, "udp", "127.0.0.3")
+	write(t, other, "<13>app: from another machine")
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	write(t, flood, "<13>app: a second later\n")
+	want := []string{"flood 0", "flood 1", "flood 2", "from another machine", "a second later"}
+	testutil.Eventually(t, 5*time.Second, "the burst, the other client and the refilled message at the region", func() bool {
+		return slices.Equal(slices.Sorted(slices.Values(r.region.texts())), slices.Sorted(slices.Values(want)))
+	})
+	if n := r.metric(t, "ironflow_syslog_dropped_total", DropRateLimited); n != 3 {
+		t.Errorf("rate_limited drops %v, want 3", n)
+	}
 }
