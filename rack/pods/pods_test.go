@@ -26,8 +26,14 @@ type pod struct {
 
 func startPod(t *testing.T) pod {
 	t.Helper()
+	return startPodInNetNS(t, "")
+}
+
+// startPodInNetNS is startPod with libvirtd in the network namespace netns ("" for the test's own).
+func startPodInNetNS(t *testing.T, netns string) pod {
+	t.Helper()
 	dir := t.TempDir()
-	socket := libvirtdtest.Start(t, dir)
+	socket := libvirtdtest.StartInNetNS(t, dir, netns)
 	conn, err := DialUnix(socket, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
