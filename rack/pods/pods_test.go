@@ -20,6 +20,7 @@ import (
 // pod is a real libvirtd with a transient dir storage pool in a directory of the test.
 type pod struct {
 	conn    *Conn
+	socket  string
 	pool    string
 	poolDir string
 }
@@ -40,7 +41,7 @@ func startPodInNetNS(t *testing.T, netns string) pod {
 	}
 	t.Cleanup(func() { conn.Close() })
 
-	p := pod{conn: conn, pool: "ironflow-test-" + filepath.Base(dir), poolDir: filepath.Join(dir, "pool")}
+	p := pod{conn: conn, socket: socket, pool: "ironflow-test-" + filepath.Base(dir), poolDir: filepath.Join(dir, "pool")}
 	libvirtdtest.DirPool(t, socket, p.pool, p.poolDir)
 	return p
 }
