@@ -90,7 +90,9 @@ func StartInNetNS(t testing.TB, dir, netns string) (socket string) {
 
 	// The QEMU of the domains still running are ended first (libvirtd does not end them when it
 	// stops), then libvirtd, then virtlogd, which their logs go through: cleanups run last first.
-	virtlogd := start(t, dir, netns, "virtlogd", VirtlogdPath)
+	// Their PID files are the test's: the default ones (/run/*.pid) are locked by the first of
+	// them on the host.
+	virtlogd := start(t, dir, netns, "virtlogd", VirtlogdPath, "--pid-file", filepath.Join(dir, "virtlogd.pid"))
 	waitListening(t, virtlogd, filepath.Join(dir, "run", "virtlogd-sock"))
 	libvirtd := start(t, dir, netns, "libvirtd", Path, "--config", filepath.Join(etc, "libvirtd.conf"), "--pid-file", filepath.Join(dir, "libvirtd.pid"))
 	t.Cleanup(func() { killDomains(t, dir) })
