@@ -115,7 +115,8 @@ func start(t testing.TB, dir, netns, name string, program ...string) daemon {
 	t.Helper()
 	var binds []string
 	for sub, target := range private {
-		binds = append(binds, fmt.Sprintf("mount --bind %s %s", shellQuote(filepath.Join(dir, sub)), target))
+		// The target may be missing on a host without libvirt-daemon-system; made once, it stays empty.
+		binds = append(binds, fmt.Sprintf("mkdir -p %[2]s && mount --bind %[1]s %[2]s", shellQuote(filepath.Join(dir, sub)), target))
 	}
 	args := append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-ec", strings.Join(binds, "\n") + "\nexec \"$@\"", name}, program...)
 	if netns != "" {
