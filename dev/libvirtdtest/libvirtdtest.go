@@ -125,6 +125,8 @@ func start(t testing.TB, dir, netns, name string, program ...string) daemon {
 	d := daemon{name: name, exited: make(chan struct{}), log: &testutil.SafeBuffer{}}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = d.log, d.log
+	// Killed with the test process too, should it die before its cleanups run (a test timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
