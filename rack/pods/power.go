@@ -29,6 +29,8 @@ func ParsePowerAction(s string) (PowerAction, error) {
 
 // Power applies a to the VM (its domain name or UUID). It is idempotent: on for a running VM and
 // off for a stopped one change nothing, so a retried call finishes; cycle starts a stopped VM.
+// On resumes a paused VM (QEMU pauses one whose sparse disk found its pool full), so that after
+// on the VM runs.
 func (c *Conn) Power(vm string, a PowerAction) error {
 	dom, err := c.lookupDomain(vm)
 	if err != nil {
@@ -37,10 +39,17 @@ func (c *Conn) Power(vm string, a PowerAction) error {
 		}
 		return fmt.Errorf("power %s %s: %w", a, vm, err)
 	}
-	on, err := c.running(dom)
+	state, _, err := c.lv.DomainGetState(dom, 0)
 	if err != nil {
-		return fmt.Errorf("power %s %s: %w", a, vm, err)
+		return fmt.Errorf("power %s %s: domain state: %w", a, vm, err)
 	}
+	if a == PowerOn && libvirt.DomainState(state) == libvirt.DomainPaused {
+		if err := c.lv.DomainResume(dom); err != nil {
+			return fmt.Errorf("power %s %s: resume: %w", a, vm, err)
+		}
+		return nil
+	}
+	on := libvirt.DomainState(state) != libvirt.DomainShutoff
 	if on && (a == PowerOff || a == PowerCycle) {
 		if err := c.lv.DomainDestroy(dom); err != nil {
 			return fmt.Errorf("power %s %s: stop: %w", a, vm, err)

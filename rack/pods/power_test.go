@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/digitalocean/go-libvirt"
+
 	"github.com/ironflow/ironflow/internal/netnstest"
 )
 
@@ -122,5 +124,36 @@ func TestPowerOnWithoutItsDiskSaysSo(t *testing.T) {
 			t.Fatalf("power %s of a VM without its disk: %v, want ErrMissingDisk with %q", a, err, want)
 		}
 		p.wantState(t, vm.Name, PowerOff)
+	}
+}
+
+// TestPowerOnResumesAPausedVM: a paused VM is on to PowerState (it holds its memory and CPUs),
+// and power on makes it run again rather than leaving it paused.
+func TestPowerOnResumesAPausedVM(t *testing.T) {
+	p := runningPod(t)
+	vm := composeSmall(t, p)
+	if err := p.conn.Power(vm.Name, PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	dom, err := p.conn.lv.DomainLookupByName(vm.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.conn.lv.DomainSuspend(dom); err != nil {
+		t.Fatal(err)
+	}
+	p.wantState(t, vm.Name, PowerOn)
+	if err := p.conn.Power(vm.Name, PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	state, _, err := p.conn.lv.DomainGetState(dom, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if libvirt.DomainState(state) != libvirt.DomainRunning {
+		t.Fatalf("domain state %d after power on of a paused VM, want running (%d)", state, libvirt.DomainRunning)
+	}
+	if id := p.domainID(t, vm.Name); id != dom.ID {
+		t.Fatalf("power on of a paused VM restarted it: domain ID %d, was %d", id, dom.ID)
 	}
 }
