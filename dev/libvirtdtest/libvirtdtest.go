@@ -1,7 +1,12 @@
-// Package libvirtdtest runs a real libvirtd for a test: its sockets, config and PID file in a
-// directory of the test, stopped by its PID when the test ends. As root it runs libvirt's system
-// instance (qemu:///system), so its domains and networks live in /etc/libvirt: tests give them
-// names of their own and remove them.
+// Package libvirtdtest runs a real libvirtd for a test, able to start QEMU (TCG) domains: libvirt's
+// system instance (qemu:///system) with virtlogd beside it, both in a mount namespace of their own
+// where the test's directory stands in for /etc/libvirt, /run/libvirt, /var/lib/libvirt and
+// /var/log/libvirt. So each test has its own qemu.conf (QEMU as root, no security driver, no
+// cgroups: a test directory and a container are enough), and its domains, pools and networks are
+// gone with it, whatever another libvirtd on the host holds. /var/cache/libvirt stays the host's:
+// it holds what libvirt learnt by probing the QEMU binaries, seconds a test need not spend again.
+// Every process (libvirtd, virtlogd, the QEMU of a running domain) is ended by its PID when the
+// test ends.
 package libvirtdtest
 
 import (
@@ -10,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,60 +28,181 @@ import (
 	"github.com/ironflow/ironflow/internal/testutil"
 )
 
-// Path is where Debian's libvirt-daemon installs libvirtd.
-const Path = "/usr/sbin/libvirtd"
+// Path is where Debian's libvirt-daemon installs libvirtd; virtlogd is beside it.
+const (
+	Path         = "/usr/sbin/libvirtd"
+	VirtlogdPath = "/usr/sbin/virtlogd"
+)
 
-// Start runs libvirtd with its files in dir and returns its read-write socket once it accepts
-// connections; the test is skipped when libvirtd is not installed or the test is not root.
+// The host directories the daemons see as the test's own (the test directory's subdirectory of
+// the same base name, e.g. dir/run for /run/libvirt).
+var private = map[string]string{
+	"etc": "/etc/libvirt", "run": "/run/libvirt", "lib": "/var/lib/libvirt", "log": "/var/log/libvirt",
+}
+
+// qemuConf lets QEMU run as root on files in a test's directory: no security driver or dynamic
+// ownership (there is no AppArmor profile or libvirt-qemu user to hand them to), no cgroups or
+// mount namespace per domain (a container may not allow them).
+const qemuConf = `user = "root"
+group = "root"
+dynamic_ownership = 0
+security_driver = "none"
+cgroup_controllers = [ ]
+namespaces = [ ]
+`
+
+// Start runs libvirtd (and virtlogd) with its files in dir and returns its read-write socket once
+// it accepts connections; the test is skipped when libvirtd is not installed or the test is not root.
 func Start(t testing.TB, dir string) (socket string) {
 	t.Helper()
-	if _, err := os.Stat(Path); err != nil {
-		t.Skipf("libvirtd not installed (%s missing): apt-get install libvirt-daemon-system", Path)
+	return StartInNetNS(t, dir, "")
+}
+
+// StartInNetNS is Start with the daemons in the network namespace netns (made by the test, which
+// removes it after this package's cleanup ran): its domains' NICs (taps) join bridges there. An
+// empty netns is the test's own namespace.
+func StartInNetNS(t testing.TB, dir, netns string) (socket string) {
+	t.Helper()
+	for _, p := range []string{Path, VirtlogdPath} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("libvirtd not installed (%s missing): apt-get install libvirt-daemon-system", p)
+		}
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("libvirtd tests run libvirt's system instance: they need root")
 	}
-	config := filepath.Join(dir, "libvirtd.conf")
-	// No authentication on the sockets: only this host's root reaches the test's directory.
-	err := os.WriteFile(config, fmt.Appendf(nil, "unix_sock_dir = %q\nauth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n", dir), 0o600)
-	if err != nil {
-		t.Fatal(err)
+	for sub := range private {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	var log testutil.SafeBuffer
-	cmd := exec.Command(Path, "--config", config, "--pid-file", filepath.Join(dir, "libvirtd.pid"))
-	cmd.Stdout, cmd.Stderr = &log, &log
+	etc := filepath.Join(dir, "etc")
+	// No authentication on the sockets: only this host's root reaches the test's directory.
+	files := map[string]string{
+		"libvirtd.conf": fmt.Sprintf("unix_sock_dir = %q\nauth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n", dir),
+		"qemu.conf":     qemuConf,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The QEMU of the domains still running are ended first (libvirtd does not end them when it
+	// stops), then libvirtd, then virtlogd, which their logs go through: cleanups run last first.
+	// Their PID files are the test's: the default ones (/run/*.pid) are locked by the first of
+	// them on the host.
+	virtlogd := start(t, dir, netns, "virtlogd", VirtlogdPath, "--pid-file", filepath.Join(dir, "virtlogd.pid"))
+	waitListening(t, virtlogd, filepath.Join(dir, "run", "virtlogd-sock"))
+	libvirtd := start(t, dir, netns, "libvirtd", Path, "--config", filepath.Join(etc, "libvirtd.conf"), "--pid-file", filepath.Join(dir, "libvirtd.pid"))
+	t.Cleanup(func() { killDomains(t, dir) })
+	socket = filepath.Join(dir, "libvirt-sock")
+	waitListening(t, libvirtd, socket)
+	return socket
+}
+
+// daemon is a process start started.
+type daemon struct {
+	name   string
+	exited chan struct{}
+	log    *testutil.SafeBuffer
+}
+
+// start runs the program in a new mount namespace with the test's directories bound over
+// libvirt's, in netns when not empty, and ends it by its PID (every step execs the next: the
+// PID is the program's) when the test ends.
+func start(t testing.TB, dir, netns, name string, program ...string) daemon {
+	t.Helper()
+	var binds []string
+	for sub, target := range private {
+		// The target may be missing on a host without libvirt-daemon-system; made once, it stays empty.
+		binds = append(binds, fmt.Sprintf("mkdir -p %[2]s && mount --bind %[1]s %[2]s", shellQuote(filepath.Join(dir, sub)), target))
+	}
+	args := append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-ec", strings.Join(binds, "\n") + "\nexec \"$@\"", name}, program...)
+	if netns != "" {
+		args = append([]string{"ip", "netns", "exec", netns}, args...)
+	}
+	d := daemon{name: name, exited: make(chan struct{}), log: &testutil.SafeBuffer{}}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = d.log, d.log
+	// Killed with the test process too, should it die before its cleanups run (a test timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("start %s: %v", name, err)
 	}
 	pid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
 		syscall.Kill(pid, syscall.SIGTERM)
-		<-exited
+		select {
+		case <-d.exited:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(pid, syscall.SIGKILL)
+			<-d.exited
+		}
 		if t.Failed() {
-			t.Logf("libvirtd log:\n%s", log.String())
+			t.Logf("%s log:\n%s", name, d.log.String())
 		}
 	})
-	socket = filepath.Join(dir, "libvirt-sock")
+	return d
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// waitListening waits until the daemon accepts connections on its unix socket.
+func waitListening(t testing.TB, d daemon, socket string) {
+	t.Helper()
 	testutil.EventuallyOK(t, 30*time.Second, func() string {
 		select {
-		case <-exited:
-			t.Fatalf("libvirtd exited before it listened:\n%s", log.String())
+		case <-d.exited:
+			t.Fatalf("%s exited before it listened:\n%s", d.name, d.log.String())
 		default:
 		}
 		c, err := net.Dial("unix", socket)
 		if err != nil {
-			return fmt.Sprintf("libvirtd does not listen on %s: %v\n%s", socket, err, log.String())
+			return fmt.Sprintf("%s does not listen on %s: %v\n%s", d.name, socket, err, d.log.String())
 		}
 		c.Close()
 		return ""
 	})
-	return socket
+}
+
+// killDomains ends the QEMU process of every domain still running, by the PID libvirtd wrote,
+// and waits until it is gone (QEMU is not this process's child: a zombie nobody reaps is gone).
+func killDomains(t testing.TB, dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "run", "qemu", "*.pid"))
+	for _, f := range files {
+		if filepath.Base(f) == "driver.pid" { // libvirtd's own lock of the driver
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the domain stopped meanwhile
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 1 {
+			t.Errorf("QEMU pid file %s: %q", f, b)
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("QEMU %d (%s) gone", pid, f), func() bool { return !alive(pid) })
+	}
+}
+
+// alive reports whether pid runs: it exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')', comm may hold anything.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // DirPool creates a transient dir storage pool named name on the daemon at socket, its files in
-// dir (created): it is gone with the daemon, nothing is left in /etc/libvirt/storage.
+// dir (created): it is gone with the daemon.
 func DirPool(t testing.TB, socket, name, dir string) {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -110,6 +238,22 @@ func Volumes(t testing.TB, socket, pool string) []string {
 	names := make([]string, len(vols))
 	for i, v := range vols {
 		names[i] = v.Name
+	}
+	return names
+}
+
+// Domains lists the names of every domain the daemon has, defined or running.
+func Domains(t testing.TB, socket string) []string {
+	t.Helper()
+	lv := connect(t, socket)
+	defer lv.Disconnect()
+	doms, _, err := lv.ConnectListAllDomains(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(doms))
+	for i, d := range doms {
+		names[i] = d.Name
 	}
 	return names
 }

@@ -112,6 +112,18 @@ SetEnv SHLVL=1
 	}
 }
 
+// Authorize makes signer's key the one key the server accepts (its authorized keys file holds
+// only it, with comment).
+func (s *Server) Authorize(t testing.TB, signer ssh.Signer, comment string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(s.KeysFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.KeysFile, []byte(AuthorizedLine(signer, comment)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Service is a simulated SSH service of a host: two state files under Dir (running, enabled)
 // driven by a shell script, so its commands behave like ESXi's without touching the real sshd.
 type Service struct {

@@ -19,27 +19,33 @@ import (
 // run at the same time apart; interface names stay within the kernel's 15 characters.
 func VethPair(t *testing.T, tag string) (srvNS, srvIf, cliNS, cliIf string) {
 	t.Helper()
+	id := os.Getpid()
+	srvNS, cliNS = Namespace(t, tag+"s"), Namespace(t, tag+"c")
+	srvIf, cliIf = fmt.Sprintf("if%ss%d", tag, id), fmt.Sprintf("if%sc%d", tag, id)
+	IP(t, "link", "add", srvIf, "netns", srvNS, "type", "veth", "peer", "name", cliIf, "netns", cliNS)
+	IP(t, "-n", srvNS, "link", "set", srvIf, "up")
+	IP(t, "-n", cliNS, "link", "set", cliIf, "up")
+	return srvNS, srvIf, cliNS, cliIf
+}
+
+// Namespace creates the network namespace "ironflow-<tag>-<pid>", removed when the test ends, and
+// returns its name. It skips the test when not root or when iproute2 is missing.
+func Namespace(t *testing.T, tag string) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: network namespaces need root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("skipping: the ip command (iproute2) is not installed")
 	}
-	id := os.Getpid()
-	srvNS, cliNS = fmt.Sprintf("ironflow-%ss-%d", tag, id), fmt.Sprintf("ironflow-%sc-%d", tag, id)
-	srvIf, cliIf = fmt.Sprintf("if%ss%d", tag, id), fmt.Sprintf("if%sc%d", tag, id)
-	for _, ns := range []string{srvNS, cliNS} {
-		IP(t, "netns", "add", ns)
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-			}
-		})
-	}
-	IP(t, "link", "add", srvIf, "netns", srvNS, "type", "veth", "peer", "name", cliIf, "netns", cliNS)
-	IP(t, "-n", srvNS, "link", "set", srvIf, "up")
-	IP(t, "-n", cliNS, "link", "set", cliIf, "up")
-	return srvNS, srvIf, cliNS, cliIf
+	ns := fmt.Sprintf("ironflow-%s-%d", tag, os.Getpid())
+	IP(t, "netns", "add", ns)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	return ns
 }
 
 // IP runs the ip command and fails the test when it fails.

@@ -2,13 +2,10 @@ package pods
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/dev/libvirtdtest"
 	"github.com/ironflow/ironflow/dev/sshdtest"
 )
 
@@ -16,19 +13,17 @@ import (
 // with qemu+ssh.
 func sshPod(t *testing.T) (SSH, string) {
 	t.Helper()
-	dir := t.TempDir()
-	socket := libvirtdtest.Start(t, dir)
-	pool := "ironflow-ssh-" + filepath.Base(dir)
-	libvirtdtest.DirPool(t, socket, pool, filepath.Join(dir, "pool"))
-	srv := sshdtest.Start(t, dir)
+	p := startPod(t)
+	return sshTo(t, p.socket), p.pool
+}
+
+// sshTo is a real sshd on loopback that forwards the libvirt socket, as a pod host reached with qemu+ssh.
+func sshTo(t *testing.T, socket string) SSH {
+	t.Helper()
+	srv := sshdtest.Start(t, t.TempDir())
 	signer := sshdtest.NewSigner(t)
-	if err := os.MkdirAll(filepath.Dir(srv.KeysFile), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(srv.KeysFile, []byte(sshdtest.AuthorizedLine(signer, "rack")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return SSH{Addr: srv.Addr, User: "root", Signer: signer, HostKey: srv.HostKey, Socket: socket}, pool
+	srv.Authorize(t, signer, "rack")
+	return SSH{Addr: srv.Addr, User: "root", Signer: signer, HostKey: srv.HostKey, Socket: socket}
 }
 
 func TestOverSSHDiscoverComposeDecompose(t *testing.T) {
