@@ -235,7 +235,7 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) []string {
 	var perMachine []string
 	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
-	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, &b.ctl, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
+	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, machinesPerBatch, &b.ctl, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
 		b.result.Succeeded = append(b.result.Succeeded, res.Moved...)
 		for _, f := range res.Failed {
 			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: f.Machine, Error: truncated(f.Error)})

@@ -33,7 +33,7 @@ func TestTransferRackOnDevServer(t *testing.T) {
 	if res.Machines != len(machines) || res.Released != 2 || children.maxRunning > 2 || len(children.started) != len(machines) {
 		t.Errorf("result %+v, %d children with at most %d at once", res, len(children.started), children.maxRunning)
 	}
-	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
 	if *record {
 		writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_history.json"))
 	}
