@@ -210,8 +210,13 @@ type transferEnv struct {
 }
 
 func newTransferEnv(t *testing.T, machines []string, children *fakeChildren) *transferEnv {
+	return newTransferEnvOver(t, newTransferActs(t, machines), children)
+}
+
+// newTransferEnvOver is newTransferEnv over acts, which may have served an earlier run.
+func newTransferEnvOver(t *testing.T, acts *transferActs, children *fakeChildren) *transferEnv {
 	var suite testsuite.WorkflowTestSuite
-	e := &transferEnv{t: t, env: suite.NewTestWorkflowEnvironment(), children: children, acts: newTransferActs(t, machines)}
+	e := &transferEnv{t: t, env: suite.NewTestWorkflowEnvironment(), children: children, acts: acts}
 	registerTransfer(e.env, e.env, e.acts, children)
 	e.env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {
 		if phase, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.MigrationPhaseKey); ok {
