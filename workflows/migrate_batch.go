@@ -96,6 +96,22 @@ func batchChildOptions(parent string, in MigrateMachineBatchInput) workflow.Chil
 	}
 }
 
+// batchSize is an input's MachinesPerBatch: n, or machinesPerBatch when n is 0.
+func batchSize(n int) int {
+	if n == 0 {
+		return machinesPerBatch
+	}
+	return n
+}
+
+// checkBatchSize refuses a MachinesPerBatch outside 0..machinesPerBatch.
+func checkBatchSize(n int) error {
+	if n < 0 || n > machinesPerBatch {
+		return fmt.Errorf("MachinesPerBatch %d is not between 1 and %d (0: %d)", n, machinesPerBatch, machinesPerBatch)
+	}
+	return nil
+}
+
 // batches cuts machines into batches of at most size, in order.
 func batches(machines []string, size int) [][]string {
 	var out [][]string
@@ -160,7 +176,7 @@ func (t *rackTransfer) migrateBatches(ctx workflow.Context, machines []string) (
 	failed, ended := 0, 0
 	in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Grant: t.in.Grant}
 	// The canonical ID of the transfer (not its own, which a replayer does not know).
-	runBatches(ctx, TransferRackID(t.in.Rack), in, machines, t.in.machinesPerBatch(), &t.ctl, t.in.Window, func() bool { return failed == 0 }, &t.progress.MachinesRunning, func(res activities.BatchResult) {
+	runBatches(ctx, TransferRackID(t.in.Rack), in, machines, batchSize(t.in.MachinesPerBatch), &t.ctl, t.in.Window, func() bool { return failed == 0 }, &t.progress.MachinesRunning, func(res activities.BatchResult) {
 		ended += len(res.Moved) + len(res.PerMachine) + len(res.Failed)
 		t.progress.MachinesDone += len(res.Moved)
 		t.progress.MachinesFailed += len(res.Failed)

@@ -236,8 +236,8 @@ func (in TransferRackInput) check() error {
 	if in.WaitForRunningJob < 0 {
 		problems = append(problems, fmt.Errorf("WaitForRunningJob %s is negative", in.WaitForRunningJob))
 	}
-	if in.MachinesPerBatch < 0 || in.MachinesPerBatch > machinesPerBatch {
-		problems = append(problems, fmt.Errorf("MachinesPerBatch %d is not between 1 and %d (0: %d)", in.MachinesPerBatch, machinesPerBatch, machinesPerBatch))
+	if err := checkBatchSize(in.MachinesPerBatch); err != nil {
+		problems = append(problems, err)
 	}
 	if in.BatchesPerRun < 0 {
 		problems = append(problems, fmt.Errorf("BatchesPerRun %d is negative", in.BatchesPerRun))

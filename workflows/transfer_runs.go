@@ -40,19 +40,12 @@ type TransferContinuation struct {
 	Paused bool `json:",omitempty"`
 }
 
-func (in TransferRackInput) machinesPerBatch() int {
-	if in.MachinesPerBatch == 0 {
-		return machinesPerBatch
-	}
-	return in.MachinesPerBatch
-}
-
 func (in TransferRackInput) machinesPerRun() int {
 	runs := in.BatchesPerRun
 	if runs == 0 {
 		runs = DefaultTransferBatchesPerRun
 	}
-	return runs * in.machinesPerBatch()
+	return runs * batchSize(in.MachinesPerBatch)
 }
 
 // resume takes over what the earlier runs of the transfer did.
