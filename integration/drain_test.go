@@ -49,7 +49,7 @@ func TestTransferRackDrainsRunningJobs(t *testing.T) {
 	}
 
 	onB := movedTo(ctx, t, s, "region-b")
-	err = transfer(3 * time.Second).Get(ctx, nil)
+	err = transfer(3*time.Second).Get(ctx, nil)
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeJobsRunning || !strings.Contains(appErr.Error(), job.Uuid) {
 		t.Fatalf("transfer with a job running past its wait: %v, want %s naming job %s", err, activities.ErrTypeJobsRunning, job.Uuid)

@@ -158,4 +158,3 @@ func TestTransferRackCarriesControlsAcrossContinueAsNew(t *testing.T) {
 		t.Errorf("audits %q", acts.controls)
 	}
 }
-
