@@ -13,14 +13,11 @@ import (
 // each machine's migration waiting on its own. Runs recorded before it have no such step.
 const drainChange = "transfer-drain-jobs"
 
-// drainOptions: the drain heartbeats each poll, and a cancel waits for it to stop. Its
-// StartToCloseTimeout is the transfer's WaitForRunningJob plus drainMargin; its own deadline
-// ends it first, with an error naming the jobs.
-var drainOptions = workflow.ActivityOptions{
-	HeartbeatTimeout:    30 * time.Second,
-	WaitForCancellation: true,
-	RetryPolicy:         regionCallOptions.RetryPolicy,
-}
+// drainOptions: the drain heartbeats each poll, and a cancel, which reaches it with the answer
+// to a heartbeat (waitedForOnCancel), waits for it to stop. Its StartToCloseTimeout is the
+// transfer's WaitForRunningJob plus drainMargin; its own deadline ends it first, with an error
+// naming the jobs.
+var drainOptions = waitedForOnCancel(workflow.ActivityOptions{RetryPolicy: regionCallOptions.RetryPolicy})
 
 const drainMargin = time.Minute
 

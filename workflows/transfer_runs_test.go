@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/region/api"
@@ -156,5 +157,31 @@ func TestTransferRackCarriesControlsAcrossContinueAsNew(t *testing.T) {
 		"east transfer-rack/" + transferRack + " resume by bob",
 	}) {
 		t.Errorf("audits %q", acts.controls)
+	}
+}
+
+// A transfer cancelled in a later run stops its machines' migrations, which undo their own
+// steps, and runs the undos of the steps the first run took.
+func TestTransferRackCancelledInALaterRunUndoesTheFirstRunsSteps(t *testing.T) {
+	machines := machineUUIDs(8)
+	acts := newTransferActs(t, machines) // every machine takes the per-machine path
+	children := &fakeChildren{duration: tenMinutes}
+	in := transferInput(2)
+	in.MachinesPerBatch, in.BatchesPerRun = 2, 2
+	e, err, continued := runTransferRuns(t, acts, children, in, func(e *transferEnv, run int) {
+		if run == 1 {
+			e.env.RegisterDelayedCallback(e.env.CancelWorkflow, 5*time.Minute)
+		}
+	})
+	if !temporal.IsCanceledError(err) {
+		t.Fatalf("got %v, want a cancelled transfer", err)
+	}
+	if len(continued) != 1 {
+		t.Errorf("continued as new %d times, want once", len(continued))
+	}
+	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "RackMachines", "UndoRackCopy", "UnpauseRack"})
+	equal(t, "machines whose migration saw the cancel", children.canceled, machines[4:6])
+	if p := e.progress(); p.Phase != workflows.PhaseCanceled || p.MachinesDone != 4 {
+		t.Errorf("progress %+v", p)
 	}
 }
