@@ -69,7 +69,7 @@ func TestTransferRackControlsAcrossContinueAsNew(t *testing.T) {
 }
 
 // TestBulkMigrateControlsAcrossContinueAsNew pauses, re-windows and resumes a running bulk
-// migration of 12 machines once it has continued as new.
+// migration of 16 machines once it has continued as new.
 func TestBulkMigrateControlsAcrossContinueAsNew(t *testing.T) {
 	s := startStack(t, dev.StackOptions{RunWorker: true, NoRacks: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -77,7 +77,7 @@ func TestBulkMigrateControlsAcrossContinueAsNew(t *testing.T) {
 	a := regionClient(s, "region-a")
 	var names []string
 	var machines []api.Machine
-	for i := range 12 {
+	for i := range 16 {
 		m := api.Machine{Name: fmt.Sprintf("controls-%02d", i), Runnable: true, Available: true,
 			HardwareAddrs: []string{fmt.Sprintf("52:54:03:00:00:%02x", i)}, Meta: map[string]string{}}
 		m, err := a.Machines().Create(ctx, m)

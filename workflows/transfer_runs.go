@@ -30,7 +30,7 @@ const DefaultTransferBatchesPerRun = 10
 type TransferContinuation struct {
 	Plan     activities.TransferPlan // without its Machines
 	Result   TransferRackResult
-	Progress TransferProgress // counts and at most maxFailureSample errors
+	Progress TransferProgress // counts and at most maxFailureSample errors, each truncated
 	// After is the last machine, in UUID order, the earlier runs migrated.
 	After string
 	// JobsDeadline ends the wait for running jobs (rackTransfer.jobsDeadline).
@@ -106,7 +106,10 @@ func (t *rackTransfer) continueAsNew(ctx workflow.Context) (TransferRackResult, 
 	plan.Machines = nil
 	p := t.progress
 	p.MachinesRunning, p.Paused, p.Window = 0, false, 0
-	p.Errors = p.Errors[:min(len(p.Errors), maxFailureSample)]
+	p.Errors = nil
+	for _, e := range t.progress.Errors[:min(len(t.progress.Errors), maxFailureSample)] {
+		p.Errors = append(p.Errors, truncated(e))
+	}
 	next.Continuation = &TransferContinuation{Plan: plan, Result: t.result, Progress: p, After: t.nextAfter, JobsDeadline: t.jobsDeadline, Paused: t.ctl.state.Paused}
 	return TransferRackResult{}, workflow.NewContinueAsNewError(ctx, TransferRack, next)
 }
