@@ -109,13 +109,16 @@ type TransferProgress struct {
 //     subnet with one of the rack's CIDRs, nor a machine with the Name or a MAC of one of its
 //     machines (non-retryable, naming every conflict);
 //  2. pause the rack on the source: operations for its machines are queued (undo: unpause);
+//     then drain it: one activity waits, up to WaitForRunningJob, for the jobs running on its
+//     machines to end (transfer_drain.go);
 //  3. have the rack push its leases to the source, then copy its fabrics, VLANs, subnets (DHCP
 //     settings, reserved IPs), the rack record (paused), its pods and leases to the target,
 //     upserted by UUID (undo: delete what the copy created);
 //  4. migrate every machine behind the rack: in batches (MigrateMachineBatch children), and
 //     those that need an agent wait, an ESXi repoint or a running job drained as a child
-//     MigrateMachine each, at most Window at once (each waits up to WaitForRunningJob for a
-//     job running on its machine to end);
+//     MigrateMachine each, at most Window at once (each waits up to WaitForRunningJob, or
+//     after a drain what is left of it, for a job running on its machine to end); every
+//     BatchesPerRun batches' worth of machines the transfer continues as new (transfer_runs.go);
 //  5. repoint the rack: its own worker registers with the target and swaps its region
 //     endpoints at once, while DHCP, TFTP and HTTP keep serving from its cache;
 //  6. remove the rack from the source without force: the network that moved with it and its
