@@ -18,11 +18,14 @@ import (
 )
 
 // listRegion serves the machine list and machine lookups of a region API over HTTP, with
-// exact-match Pool and Rack filters, and records the queries it was sent.
+// exact-match Pool and Rack filters, and records the queries it was sent; and the job list,
+// with an exact-match State filter, of the jobs jobs answers for the nth job list.
 type listRegion struct {
 	machines []api.Machine
+	jobs     func(n int) []api.Job
 	mu       sync.Mutex
 	queries  []string
+	jobLists int
 }
 
 func (r *listRegion) serve(t *testing.T) string {
@@ -36,6 +39,19 @@ func (r *listRegion) serve(t *testing.T) string {
 		for _, m := range r.machines {
 			if (!q.Has("Pool") || m.Pool == q.Get("Pool")) && (!q.Has("Rack") || m.Rack == q.Get("Rack")) {
 				out = append(out, m)
+			}
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	mux.HandleFunc("GET /api/v1/jobs", func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.jobLists++
+		n := r.jobLists
+		r.mu.Unlock()
+		out := []api.Job{}
+		for _, j := range r.jobs(n) {
+			if !req.URL.Query().Has("State") || j.State == req.URL.Query().Get("State") {
+				out = append(out, j)
 			}
 		}
 		_ = json.NewEncoder(w).Encode(out)

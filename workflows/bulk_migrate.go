@@ -54,6 +54,8 @@ type BulkMigrateInput struct {
 	// MachinesPerRun is how many machines a run migrates before it continues as new; 0 means
 	// DefaultBulkMachinesPerRun. Part of the input so every run, and its replay, agree on it.
 	MachinesPerRun int `json:",omitempty"`
+	// MachinesPerBatch is how many machines one batch moves, 1..50 (0: 50).
+	MachinesPerBatch int `json:",omitempty"`
 	// Continuation is set by the workflow itself when it continues as new: the machines left
 	// and what earlier runs did. Leave it nil when starting a bulk migration.
 	Continuation *BulkContinuation `json:",omitempty"`
@@ -154,6 +156,9 @@ func (in BulkMigrateInput) Check() error {
 	if in.MachinesPerRun < 0 {
 		problems = append(problems, errors.New("MachinesPerRun must not be negative"))
 	}
+	if err := checkBatchSize(in.MachinesPerBatch); err != nil {
+		problems = append(problems, err)
+	}
 	if in.WaitForRunningJob < 0 {
 		problems = append(problems, errors.New("WaitForRunningJob must not be negative"))
 	}
@@ -235,7 +240,7 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) []string {
 	var perMachine []string
 	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
-	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, &b.ctl, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
+	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, batchSize(b.in.MachinesPerBatch), &b.ctl, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
 		b.result.Succeeded = append(b.result.Succeeded, res.Moved...)
 		for _, f := range res.Failed {
 			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: f.Machine, Error: truncated(f.Error)})

@@ -21,5 +21,5 @@ func TestTransferRackReportsBusyMachineSkipped(t *testing.T) {
 	if p := e.progress(); p.MachinesSkipped != 1 || p.MachinesFailed != 0 {
 		t.Errorf("progress %+v, want 1 skipped and none failed", p)
 	}
-	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "UndoRackCopy", "UnpauseRack"})
+	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "UndoRackCopy", "UnpauseRack"})
 }

@@ -96,25 +96,41 @@ func batchChildOptions(parent string, in MigrateMachineBatchInput) workflow.Chil
 	}
 }
 
-// batches cuts machines into batches of at most machinesPerBatch, in order.
-func batches(machines []string) [][]string {
+// batchSize is an input's MachinesPerBatch: n, or machinesPerBatch when n is 0.
+func batchSize(n int) int {
+	if n == 0 {
+		return machinesPerBatch
+	}
+	return n
+}
+
+// checkBatchSize refuses a MachinesPerBatch outside 0..machinesPerBatch.
+func checkBatchSize(n int) error {
+	if n < 0 || n > machinesPerBatch {
+		return fmt.Errorf("MachinesPerBatch %d is not between 1 and %d (0: %d)", n, machinesPerBatch, machinesPerBatch)
+	}
+	return nil
+}
+
+// batches cuts machines into batches of at most size, in order.
+func batches(machines []string, size int) [][]string {
 	var out [][]string
 	for len(machines) > 0 {
-		n := min(len(machines), machinesPerBatch)
+		n := min(len(machines), size)
 		out = append(out, machines[:n])
 		machines = machines[n:]
 	}
 	return out
 }
 
-// runBatches moves machines in MigrateMachineBatch children of the workflow whose ID is
-// parent, window machines at once (batchWindow; an operator may change it through ctl from
+// runBatches moves machines in MigrateMachineBatch children of at most size machines of the
+// workflow whose ID is parent, window machines at once (batchWindow; an operator may change it through ctl from
 // the next batch on), and calls done with each batch's result as it ends; running (when not
 // nil) counts the machines of the batches running. It starts no more batches once ctx is
 // cancelled or more (when not nil) says no, and none while ctl is paused. A batch that
 // failed as a whole (e.g. a region the worker does not know) reports each of its machines
 // failed with its error.
-func runBatches(ctx workflow.Context, parent string, in MigrateMachineBatchInput, machines []string, ctl *moveControls, window int, more func() bool, running *int, done func(activities.BatchResult)) {
+func runBatches(ctx workflow.Context, parent string, in MigrateMachineBatchInput, machines []string, size int, ctl *moveControls, window int, more func() bool, running *int, done func(activities.BatchResult)) {
 	var counted int
 	if running == nil {
 		running = &counted
@@ -123,7 +139,7 @@ func runBatches(ctx workflow.Context, parent string, in MigrateMachineBatchInput
 		n, _ := batchWindow(ctl.windowOr(window))
 		return n
 	}
-	runWindowed(ctx, batches(machines), ctl, batchesAtOnce, more,
+	runWindowed(ctx, batches(machines, size), ctl, batchesAtOnce, more,
 		func(ctx workflow.Context, machines []string) workflow.Future {
 			*running += len(machines)
 			in.Machines = machines
@@ -152,15 +168,15 @@ func errorTypeOf(err error) string {
 	return ""
 }
 
-// migrateBatches moves the plan's machines on the batched path and returns those that need
-// the per-machine path. After a batch with a failure it starts no more batches, waits for
-// the running ones and fails.
-func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
+// migrateBatches moves machines on the batched path and returns those that need the
+// per-machine path. After a batch with a failure it starts no more batches, waits for the
+// running ones and fails.
+func (t *rackTransfer) migrateBatches(ctx workflow.Context, machines []string) ([]string, error) {
 	var perMachine, failures []string
 	failed, ended := 0, 0
 	in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Grant: t.in.Grant}
 	// The canonical ID of the transfer (not its own, which a replayer does not know).
-	runBatches(ctx, TransferRackID(t.in.Rack), in, t.plan.Machines, &t.ctl, t.in.Window, func() bool { return failed == 0 }, nil, func(res activities.BatchResult) {
+	runBatches(ctx, TransferRackID(t.in.Rack), in, machines, batchSize(t.in.MachinesPerBatch), &t.ctl, t.in.Window, func() bool { return failed == 0 }, &t.progress.MachinesRunning, func(res activities.BatchResult) {
 		ended += len(res.Moved) + len(res.PerMachine) + len(res.Failed)
 		t.progress.MachinesDone += len(res.Moved)
 		t.progress.MachinesFailed += len(res.Failed)
@@ -182,8 +198,8 @@ func (t *rackTransfer) migrateBatches(ctx workflow.Context) ([]string, error) {
 			more = fmt.Sprintf(" (and %d more, in the results of the batches %s/batch/*)", failed-len(failures), TransferRackID(t.in.Rack))
 		}
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s%s", failed, len(t.plan.Machines),
-				t.progress.MachinesDone, len(t.plan.Machines)-ended, strings.Join(failures, "; "), more),
+			fmt.Sprintf("%d of %d machines failed to migrate (%d moved, %d not started): %s%s", failed, t.progress.MachinesTotal,
+				t.progress.MachinesDone, len(machines)-ended+t.laterRuns, strings.Join(failures, "; "), more),
 			ErrTypeMachinesFailed, nil)
 	}
 	return perMachine, nil

@@ -25,7 +25,7 @@ func TestTransferRackBatchedPath(t *testing.T) {
 	if res.Machines != 120 {
 		t.Errorf("result %+v", res)
 	}
-	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
 	var sizes []int
 	var batched []string
 	for _, b := range e.acts.batches {
@@ -59,7 +59,7 @@ func TestTransferRackBatchFailureStops(t *testing.T) {
 	if got := errorType(err); got != workflows.ErrTypeMachinesFailed {
 		t.Fatalf("error %v (type %q), want %s", err, got, workflows.ErrTypeMachinesFailed)
 	}
-	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "UndoRackCopy", "UnpauseRack"})
+	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "UndoRackCopy", "UnpauseRack"})
 	// Two batches run at once: the failed one, and those that ended before its result came.
 	n := len(e.acts.batches)
 	if n < 2 || n > 3 {

@@ -35,7 +35,7 @@ func TestTransferRackChildAlreadyOnTarget(t *testing.T) {
 			if c.wantErr != "" {
 				return
 			}
-			equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+			equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
 			if p := e.progress(); p.MachinesDone != 3 || p.MachinesFailed != 0 {
 				t.Errorf("progress %+v", p)
 			}
@@ -83,5 +83,5 @@ func TestTransferRackUnknownRackStateUndoesNothing(t *testing.T) {
 	if got := errorType(err); got != workflows.ErrRackStateUnknown {
 		t.Fatalf("error type %q: %v", got, err)
 	}
-	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints"})
+	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints"})
 }

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestTransferRackOnDevServer(t *testing.T) {
 	if res.Machines != len(machines) || res.Released != 2 || children.maxRunning > 2 || len(children.started) != len(machines) {
 		t.Errorf("result %+v, %d children with at most %d at once", res, len(children.started), children.maxRunning)
 	}
-	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
 	if *record {
 		writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_history.json"))
 	}
@@ -92,4 +93,44 @@ func runTransfer(ctx context.Context, t *testing.T, c client.Client, in workflow
 		t.Fatal(err)
 	}
 	return run, res
+}
+
+// TestTransferRackRunsOnDevServer runs a transfer whose machine phase continues as new
+// twice (10 machines, 4 a run) on a real Temporal server. With -record it writes the first
+// and the last run's histories for TestReplayTransferRackHistories.
+func TestTransferRackRunsOnDevServer(t *testing.T) {
+	c := devServer(t)
+	machines := machineUUIDs(10)
+	acts := newTransferActs(t, machines)
+	acts.batchMoves = true
+	acts.batchLeave[machines[9]] = true
+	children := &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }}
+	startTransferWorkers(t, c, acts, children)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	in := transferInput(2)
+	in.MachinesPerBatch, in.BatchesPerRun = 2, 2
+	first, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack), TaskQueue: workflows.TaskQueue}, workflows.TransferRack, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := c.GetWorkflow(ctx, first.GetID(), "") // follows the runs it continues as new with
+	var res workflows.TransferRackResult
+	if err := last.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, first.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastRunID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if res.Machines != len(machines) || lastRunID == first.GetRunID() || !slices.Equal(children.started, []string{workflows.MigrateMachineID(machines[9])}) {
+		t.Errorf("result %+v in runs %s..%s, per-machine children %v", res, first.GetRunID(), lastRunID, children.started)
+	}
+	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack",
+		"RackMachines", "RackMachines", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	if *record {
+		writeHistory(ctx, t, c, first, filepath.Join(transferHistoryDir, "transfer_rack_runs_first_history.json"))
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, first.GetID(), lastRunID), filepath.Join(transferHistoryDir, "transfer_rack_runs_last_history.json"))
+	}
 }

@@ -19,6 +19,7 @@ import (
 // PhaseCompleted, PhaseFailed and PhaseCanceled.
 const (
 	PhasePausingRack       = "pausing-rack"
+	PhaseDrainingJobs      = "draining-jobs"
 	PhaseCopyingNetwork    = "copying-network"
 	PhaseMigratingMachines = "migrating-machines"
 	PhaseRepointingRack    = "repointing-rack"
@@ -64,6 +65,15 @@ type TransferRackInput struct {
 	// Grant is the source region's rack grant for Rack and TargetRegion; every MigrateMachine
 	// child carries it (region/api/grants.go).
 	Grant string `json:",omitempty"`
+	// MachinesPerBatch is how many machines one batch moves, 1..50 (0: 50); BatchesPerRun is
+	// how many batches' worth of machines one run migrates before it continues as new with
+	// the rest (0: DefaultTransferBatchesPerRun), which keeps each run's history bounded.
+	// Part of the input so every run, and its replay, agree on them.
+	MachinesPerBatch int `json:",omitempty"`
+	BatchesPerRun    int `json:",omitempty"`
+	// Continuation is set by the workflow itself when it continues as new during its machine
+	// phase. Leave it nil when starting a transfer.
+	Continuation *TransferContinuation `json:",omitempty"`
 }
 
 // TransferRackResult describes a finished transfer.
@@ -83,6 +93,8 @@ type TransferProgress struct {
 	// MachinesSkipped are being migrated by another migration: the rack cannot move away
 	// from them, so the transfer stops before its repoint, but they did not fail.
 	MachinesSkipped int
+	// MachinesRunning are migrating now, in batches or per-machine children.
+	MachinesRunning int `json:",omitempty"`
 	Errors          []string
 	// Paused and Window are the operator's controls (ControlState): Window is how many
 	// machines run at once from the next start on (0: the default).
@@ -97,13 +109,16 @@ type TransferProgress struct {
 //     subnet with one of the rack's CIDRs, nor a machine with the Name or a MAC of one of its
 //     machines (non-retryable, naming every conflict);
 //  2. pause the rack on the source: operations for its machines are queued (undo: unpause);
+//     then drain it: one activity waits, up to WaitForRunningJob, for the jobs running on its
+//     machines to end (transfer_drain.go);
 //  3. have the rack push its leases to the source, then copy its fabrics, VLANs, subnets (DHCP
 //     settings, reserved IPs), the rack record (paused), its pods and leases to the target,
 //     upserted by UUID (undo: delete what the copy created);
 //  4. migrate every machine behind the rack: in batches (MigrateMachineBatch children), and
 //     those that need an agent wait, an ESXi repoint or a running job drained as a child
-//     MigrateMachine each, at most Window at once (each waits up to WaitForRunningJob for a
-//     job running on its machine to end);
+//     MigrateMachine each, at most Window at once (each waits up to WaitForRunningJob, or
+//     after a drain what is left of it, for a job running on its machine to end); every
+//     BatchesPerRun batches' worth of machines the transfer continues as new (transfer_runs.go);
 //  5. repoint the rack: its own worker registers with the target and swaps its region
 //     endpoints at once, while DHCP, TFTP and HTTP keep serving from its cache;
 //  6. remove the rack from the source without force: the network that moved with it and its
@@ -141,19 +156,36 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	if err := workflow.UpsertTypedSearchAttributes(ctx, RackUuidKey.ValueSet(in.Rack), SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
 		return TransferRackResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}
-	if err := t.recoverLeftover(ctx); err != nil {
+	if c := in.Continuation; c != nil {
+		if err := t.resume(ctx, c); err != nil {
+			return t.fail(ctx, PhaseMigratingMachines, err)
+		}
+	} else if err := t.recoverLeftover(ctx); err != nil {
 		return t.fail(ctx, PhaseRecovering, err)
 	}
 	steps := []step{
 		{phase: PhaseValidating, do: t.validate},
 		{phase: PhasePausingRack, do: t.pause, undoName: "unpause-rack-on-source", undo: t.unpause},
-		{phase: PhaseCopyingNetwork, do: t.copy, undoName: "delete-copy-on-target", undo: t.deleteCopy},
-		{phase: PhaseMigratingMachines, do: t.migrateMachines},
-		{phase: PhaseRepointingRack, do: t.repoint, commits: true},
-		{phase: PhaseRemovingRack, do: t.handOver},
-		{phase: PhaseReleasing, do: t.release},
 	}
+	if workflow.GetVersion(ctx, drainChange, workflow.DefaultVersion, 1) >= 1 {
+		steps = append(steps, step{phase: PhaseDrainingJobs, do: t.drain})
+	}
+	steps = append(steps,
+		step{phase: PhaseCopyingNetwork, do: t.copy, undoName: "delete-copy-on-target", undo: t.deleteCopy},
+		step{phase: PhaseMigratingMachines, do: t.migrateMachines},
+		step{phase: PhaseRepointingRack, do: t.repoint, commits: true},
+		step{phase: PhaseRemovingRack, do: t.handOver},
+		step{phase: PhaseReleasing, do: t.release},
+	)
+	resuming := in.Continuation != nil
 	for _, s := range steps {
+		if resuming = resuming && s.phase != PhaseMigratingMachines; resuming {
+			// An earlier run took this step: only its undo is still due.
+			if s.undo != nil {
+				t.comps.Add(s.undoName, s.undo)
+			}
+			continue
+		}
 		if t.promise && ctx.Err() != nil {
 			// Cancelled while the last step ran (and was waited for): the next one never starts.
 			return t.fail(ctx, s.phase, temporal.NewCanceledError())
@@ -166,6 +198,9 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 		}
 		if err := s.do(ctx); err != nil {
 			return t.fail(ctx, s.phase, err)
+		}
+		if t.nextAfter != "" {
+			return t.continueAsNew(ctx)
 		}
 		if s.commits {
 			t.comps.Commit()
@@ -204,6 +239,12 @@ func (in TransferRackInput) check() error {
 	if in.WaitForRunningJob < 0 {
 		problems = append(problems, fmt.Errorf("WaitForRunningJob %s is negative", in.WaitForRunningJob))
 	}
+	if err := checkBatchSize(in.MachinesPerBatch); err != nil {
+		problems = append(problems, err)
+	}
+	if in.BatchesPerRun < 0 {
+		problems = append(problems, fmt.Errorf("BatchesPerRun %d is negative", in.BatchesPerRun))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return temporal.NewNonRetryableApplicationError("invalid transfer input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
@@ -221,6 +262,15 @@ type rackTransfer struct {
 	promise   bool // keepsPromise: the paths of promiseChange
 	opts      stepOptions
 	ctl       moveControls
+	// after is the last machine, in UUID order, an earlier run migrated ("" in the first);
+	// nextAfter, once set, the last this run migrated, with more left for the next run.
+	after, nextAfter string
+	// laterRuns counts the machines left to runs after this one.
+	laterRuns int
+	// jobsDeadline ends the wait for running jobs of a transfer that drained them (drain):
+	// the children wait only for what is left of it. Zero: each child waits
+	// WaitForRunningJob.
+	jobsDeadline time.Time
 }
 
 func (t *rackTransfer) input() activities.TransferInput {
@@ -265,19 +315,30 @@ func (t *rackTransfer) deleteCopy(ctx workflow.Context) error {
 	return call(ctx, t.opts.undo, acts.UndoRackCopy, t.target(), nil)
 }
 
-// migrateMachines runs a child MigrateMachine per machine, at most Window at once. After the
-// first failure it starts no more children and waits for the running ones.
+// migrateMachines migrates the plan's machines, each with a child MigrateMachine (migrateEach).
 //
 // Runs that take the batched path (batchChange) first move the machines in batches
 // (migrateBatches); the machines the batches leave to it then take this path.
+//
+// Runs that take the machine phase in runs (transferRunsChange) migrate at most BatchesPerRun
+// batches' worth of machines each, then continue as new (migrateThisRun).
 func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 	machines := t.plan.Machines
 	if workflow.GetVersion(ctx, batchChange, workflow.DefaultVersion, 1) >= 1 {
+		if workflow.GetVersion(ctx, transferRunsChange, workflow.DefaultVersion, 1) >= 1 {
+			return t.migrateThisRun(ctx)
+		}
 		var err error
-		if machines, err = t.migrateBatches(ctx); err != nil || len(machines) == 0 {
+		if machines, err = t.migrateBatches(ctx, machines); err != nil || len(machines) == 0 {
 			return err
 		}
 	}
+	return t.migrateEach(ctx, machines)
+}
+
+// migrateEach runs a child MigrateMachine per machine, at most Window at once. After the
+// first failure it starts no more children and waits for the running ones.
+func (t *rackTransfer) migrateEach(ctx workflow.Context, machines []string) error {
 	window := t.in.Window
 	if window == 0 {
 		window = DefaultTransferWindow
@@ -287,11 +348,13 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 	runWindowed(ctx, machines, &t.ctl, func() int { return t.ctl.windowOr(window) }, func() bool { return len(failures) == 0 },
 		func(ctx workflow.Context, machine string) workflow.Future {
 			started++
+			t.progress.MachinesRunning++
 			return startMigrateMachine(ctx, MigrateMachineInput{
-				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.in.WaitForRunningJob, Grant: t.in.Grant,
+				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.jobWait(ctx), Grant: t.in.Grant,
 			})
 		},
 		func(machine string, f workflow.Future) {
+			t.progress.MachinesRunning--
 			err := f.Get(ctx, nil)
 			if skip, ok := skippedChild(machine, err); ok {
 				t.progress.MachinesSkipped++
@@ -311,8 +374,8 @@ func (t *rackTransfer) migrateMachines(ctx workflow.Context) error {
 	if len(failures) > 0 {
 		t.progress.Errors = append(t.progress.Errors, failures...)
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%d of %d machines failed to migrate, %d skipped (%d moved, %d not started): %s", t.progress.MachinesFailed, len(t.plan.Machines),
-				t.progress.MachinesSkipped, t.progress.MachinesDone, len(machines)-started, strings.Join(failures, "; ")),
+			fmt.Sprintf("%d of %d machines failed to migrate, %d skipped (%d moved, %d not started): %s", t.progress.MachinesFailed, t.progress.MachinesTotal,
+				t.progress.MachinesSkipped, t.progress.MachinesDone, len(machines)-started+t.laterRuns, strings.Join(failures, "; ")),
 			ErrTypeMachinesFailed, nil)
 	}
 	return nil

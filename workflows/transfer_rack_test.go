@@ -43,6 +43,8 @@ type transferActs struct {
 	calls    []string
 	controls []string // AuditMoveControl calls
 	batches  []activities.BatchInput
+	drains   []activities.DrainInput
+	moved    map[string]bool // by the batches
 }
 
 var (
@@ -52,7 +54,7 @@ var (
 )
 
 func newTransferActs(t *testing.T, machines []string) *transferActs {
-	return &transferActs{t: t, machines: machines, fail: map[string]bool{}, batchFail: map[string]bool{}, batchLeave: map[string]bool{}, rackRegion: "east"}
+	return &transferActs{t: t, machines: machines, fail: map[string]bool{}, batchFail: map[string]bool{}, batchLeave: map[string]bool{}, moved: map[string]bool{}, rackRegion: "east"}
 }
 
 // call records name after checking its input, and fails when told to.
@@ -108,11 +110,34 @@ func (f *transferActs) MigrateBatch(_ context.Context, in activities.BatchInput)
 			res.Failed = append(res.Failed, activities.BatchFailure{Machine: m, Type: activities.ErrTypeDestinationConflict, Error: "machine " + m + " refused by the target", Undone: true})
 		case f.batchMoves && !f.batchLeave[m]:
 			res.Moved = append(res.Moved, m)
+			f.moved[m] = true
 		default:
 			res.PerMachine = append(res.PerMachine, m)
 		}
 	}
 	return res, nil
+}
+
+// DrainRackJobs fakes the drain: drains records its inputs.
+func (f *transferActs) DrainRackJobs(_ context.Context, in activities.DrainInput) (activities.DrainResult, error) {
+	f.mu.Lock()
+	f.drains = append(f.drains, in)
+	f.mu.Unlock()
+	return activities.DrainResult{Polls: 1}, f.call("DrainRackJobs", activities.RackRef{Region: in.Region, Rack: in.Rack}, sourceRack)
+}
+
+// RackMachines lists the rack's machines on the source: those the batches did not move,
+// after in.After in UUID order.
+func (f *transferActs) RackMachines(_ context.Context, in activities.RackMachinesInput) ([]string, error) {
+	f.mu.Lock()
+	var left []string
+	for _, m := range slices.Sorted(slices.Values(f.machines)) {
+		if !f.moved[m] && m > in.After {
+			left = append(left, m)
+		}
+	}
+	f.mu.Unlock()
+	return left[:min(len(left), in.Limit)], f.call("RackMachines", activities.RackRef{Region: in.Region, Rack: in.Rack}, sourceRack)
 }
 
 // AuditMoveControl records the audit of an operator's control.
@@ -185,8 +210,13 @@ type transferEnv struct {
 }
 
 func newTransferEnv(t *testing.T, machines []string, children *fakeChildren) *transferEnv {
+	return newTransferEnvOver(t, newTransferActs(t, machines), children)
+}
+
+// newTransferEnvOver is newTransferEnv over acts, which may have served an earlier run.
+func newTransferEnvOver(t *testing.T, acts *transferActs, children *fakeChildren) *transferEnv {
 	var suite testsuite.WorkflowTestSuite
-	e := &transferEnv{t: t, env: suite.NewTestWorkflowEnvironment(), children: children, acts: newTransferActs(t, machines)}
+	e := &transferEnv{t: t, env: suite.NewTestWorkflowEnvironment(), children: children, acts: acts}
 	registerTransfer(e.env, e.env, e.acts, children)
 	e.env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {
 		if phase, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.MigrationPhaseKey); ok {
@@ -255,8 +285,8 @@ func TestTransferRackHappyPath(t *testing.T) {
 	if res != want {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
-	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
-	equal(t, "phases", e.phases, []string{"validating", "pausing-rack", "copying-network", "migrating-machines", "repointing-rack", "removing-rack-from-source", "releasing-operations", "completed"})
+	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	equal(t, "phases", e.phases, []string{"validating", "pausing-rack", "draining-jobs", "copying-network", "migrating-machines", "repointing-rack", "removing-rack-from-source", "releasing-operations", "completed"})
 	wantIDs := make([]string, len(machines))
 	for i, m := range machines {
 		wantIDs[i] = workflows.MigrateMachineID(m)
@@ -275,7 +305,7 @@ func TestTransferRackHappyPath(t *testing.T) {
 // A step that fails for good runs exactly the undos of the steps before it and its own, in
 // reverse order; after the repoint nothing is undone.
 func TestTransferRackStepFailureCompensates(t *testing.T) {
-	forward := []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack"}
+	forward := []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack"}
 	cases := []struct {
 		name      string
 		fail      string
@@ -285,12 +315,13 @@ func TestTransferRackStepFailureCompensates(t *testing.T) {
 	}{
 		{"validate", "ValidateTransfer", false, []string{"ValidateTransfer"}, "Refused"},
 		{"pause", "PauseRack", false, []string{"ValidateTransfer", "PauseRack", "UnpauseRack"}, "Refused"},
-		{"lease export", "ExportLeases", false, slices.Concat(forward[:2], slices.Repeat([]string{"ExportLeases"}, 10), []string{"UndoRackCopy", "UnpauseRack"}), ""},
-		{"copy", "CopyRack", false, append(forward[:4:4], "UndoRackCopy", "UnpauseRack"), "Refused"},
-		{"machine", "", true, append(forward[:4:4], "UndoRackCopy", "UnpauseRack"), workflows.ErrTypeMachinesFailed},
-		{"repoint", "SwapRegionEndpoints", false, append(forward[:4:4], "SwapRegionEndpoints", "UndoRackCopy", "UnpauseRack"), rackacts.ErrTypeRegistrationRefused},
-		{"hand-over", "HandOverRack", false, append(forward[:4:4], "SwapRegionEndpoints", "HandOverRack"), workflows.ErrTypeAfterActivation},
-		{"release", "ReleaseRack", false, append(forward[:4:4], "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"), workflows.ErrTypeAfterActivation},
+		{"drain", "DrainRackJobs", false, []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "UnpauseRack"}, "Refused"},
+		{"lease export", "ExportLeases", false, slices.Concat(forward[:3], slices.Repeat([]string{"ExportLeases"}, 10), []string{"UndoRackCopy", "UnpauseRack"}), ""},
+		{"copy", "CopyRack", false, append(forward[:5:5], "UndoRackCopy", "UnpauseRack"), "Refused"},
+		{"machine", "", true, append(forward[:5:5], "UndoRackCopy", "UnpauseRack"), workflows.ErrTypeMachinesFailed},
+		{"repoint", "SwapRegionEndpoints", false, append(forward[:5:5], "SwapRegionEndpoints", "UndoRackCopy", "UnpauseRack"), rackacts.ErrTypeRegistrationRefused},
+		{"hand-over", "HandOverRack", false, append(forward[:5:5], "SwapRegionEndpoints", "HandOverRack"), workflows.ErrTypeAfterActivation},
+		{"release", "ReleaseRack", false, append(forward[:5:5], "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"), workflows.ErrTypeAfterActivation},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -329,7 +360,7 @@ func TestTransferRackRepointThatTookEffectContinues(t *testing.T) {
 	if _, err := e.run(transferInput(0)); err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	equal(t, "activities", e.acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
 }
 
 func TestTransferRackWindow(t *testing.T) {

@@ -138,7 +138,7 @@ func TestTransferRackWithoutLeftover(t *testing.T) {
 	if _, err := e.run(transferInput(0)); err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "activities", e.acts.recorded(), []string{"FindRackLeftovers", "ValidateTransfer", "PauseRack", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
+	equal(t, "activities", e.acts.recorded(), []string{"FindRackLeftovers", "ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "SwapRegionEndpoints", "HandOverRack", "ReleaseRack"})
 	if len(acts.recorded()) != 0 || e.phases[0] != "validating" {
 		t.Errorf("steps %+v, phases %v", acts.recorded(), e.phases)
 	}

@@ -106,14 +106,15 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 }
 
 // transferProgressLine is a transfer's phase and machine counts.
-// Its controls (paused, window) are left out once it has ended, when they no longer apply.
+// The machines running and its controls (paused, window) are left out once it has ended,
+// when they no longer apply.
 func transferProgressLine(p workflows.TransferProgress) string {
 	line := fmt.Sprintf("%s (machines %d/%d, %d failed, %d skipped", p.Phase, p.MachinesDone, p.MachinesTotal, p.MachinesFailed, p.MachinesSkipped)
 	switch p.Phase {
 	case workflows.PhaseCompleted, workflows.PhaseFailed, workflows.PhaseCanceled:
 		return line + ")"
 	}
-	return line + "; " + controlsText(p.Paused, p.Window) + ")"
+	return fmt.Sprintf("%s, %d running; %s)", line, p.MachinesRunning, controlsText(p.Paused, p.Window))
 }
 
 var transferColumns = []column[workflows.TransferRackResult]{
