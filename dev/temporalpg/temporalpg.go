@@ -130,18 +130,26 @@ var services = []string{"frontend", "history", "matching", "worker"}
 
 func start(ctx context.Context, bin string, opts Options) (*temporalserver.Server, error) {
 	ports := map[string]int{}
-	for _, name := range []string{"frontend", "frontend-http", "history", "matching", "worker", "frontend-membership", "history-membership", "matching-membership", "worker-membership"} {
+	for _, name := range services {
 		p, err := netutil.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		ports[name] = p
+		// The server records its membership port in a SMALLINT column (cluster_membership.
+		// rpc_port): a port from the kernel's ephemeral range (32768 and up) does not fit.
+		if ports[name+"-membership"], err = netutil.FreePortIn(20000, 32767); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if ports["frontend-http"], err = netutil.FreePort(); err != nil {
+		return nil, err
 	}
 	metricsURL := ""
 	if opts.MetricsPort != 0 {
 		p := opts.MetricsPort
 		if p < 0 {
-			var err error
 			if p, err = netutil.FreePort(); err != nil {
 				return nil, err
 			}

@@ -202,11 +202,12 @@ func (t *Server) waitReady(ctx context.Context, logFile string) error {
 		}
 		select {
 		case <-t.exited:
-			out := lastBytes(t.output.String(), 2000)
+			out := t.output.String()
 			if logFile != "" {
-				out = "see " + logFile
+				data, _ := os.ReadFile(logFile)
+				out = logFile + ": " + string(data)
 			}
-			return fmt.Errorf("%w (%v): %s", ErrExitedEarly, t.waitErr, out)
+			return fmt.Errorf("%w (%v): %s", ErrExitedEarly, t.waitErr, lastBytes(out, 2000))
 		case <-ctx.Done():
 			return fmt.Errorf("temporal server not ready on %s: %w", t.Address, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
