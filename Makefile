@@ -60,17 +60,17 @@ bench-moves: tools temporal-server
 
 # The Temporal server and its SQL tool, at the version the pinned CLI embeds (`go version -m
 # bin/temporal`), for bench-moves' engine on PostgreSQL (dev/temporalpg). Built from the server's
-# own module, so the main module's pinned versions stay as they are. About 5 minutes the first time.
+# own module, so the main module's pinned versions stay as they are. 5–15 minutes the first time.
 temporal-server: $(TEMPORAL_SERVER)
 
 $(TEMPORAL_SERVER):
-	@mkdir -p bin
-	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) and temporal-sql-tool into ./bin (first time: about 5 minutes)..."
+	@mkdir -p $(dir $(TEMPORAL_SERVER))
+	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) and temporal-sql-tool into ./bin (first time: 5–15 minutes)..."
 	@tmp=$$(mktemp -d) && \
 	GOBIN=$$tmp GOFLAGS=-mod=mod $(GO) install \
 		go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
 		go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && \
-	mv $$tmp/sql bin/temporal-sql-tool && mv $$tmp/server $(TEMPORAL_SERVER); \
+	mv $$tmp/sql $(dir $(TEMPORAL_SERVER))temporal-sql-tool && mv $$tmp/server $(TEMPORAL_SERVER); \
 	status=$$?; rm -rf $$tmp; exit $$status
 
 # Bounded fuzzing of the packet and path parsers, and of the region's request decoding,

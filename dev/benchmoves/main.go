@@ -407,7 +407,7 @@ type sample struct {
 }
 
 func (b *bench) sample(ctx context.Context) (sample, error) {
-	c, err := scrape(ctx, b.s.Temporal.MetricsURL)
+	c, err := settledCounters(ctx, b.s.Temporal.MetricsURL)
 	if err != nil {
 		return sample{}, err
 	}
@@ -435,6 +435,32 @@ type counters struct {
 
 func (c counters) minus(o counters) counters {
 	return counters{c.stateTransitions - o.stateTransitions, c.persistence - o.persistence, c.updates - o.updates, c.visibility - o.visibility}
+}
+
+// metricsInterval is how often the Temporal server publishes its metrics to the Prometheus
+// endpoint (its tally scope's reporting interval), both engines.
+const metricsInterval = time.Second
+
+// settledCounters scrapes the server's metrics until its workflow counters stop moving: read
+// right after a move, they would miss the move's last second (a bulk run of 24 machines on the
+// PostgreSQL engine showed none of its state transitions).
+func settledCounters(ctx context.Context, metricsURL string) (counters, error) {
+	prev, err := scrape(ctx, metricsURL)
+	if err != nil {
+		return prev, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return prev, ctx.Err()
+		case <-time.After(metricsInterval + metricsInterval/2):
+		}
+		c, err := scrape(ctx, metricsURL)
+		if err != nil || c.stateTransitions == prev.stateTransitions && c.updates == prev.updates {
+			return c, err
+		}
+		prev = c
+	}
 }
 
 // scrape reads the Prometheus text format of the server's metrics endpoint.
