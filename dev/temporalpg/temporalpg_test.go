@@ -63,7 +63,9 @@ func TestServerOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A workflow that sets a KeywordList attribute at its start is found by it (no worker runs
-	// it: its start is what visibility records).
+	// it: its start is what visibility records). Started right after the registration: the
+	// frontend refuses it ("no mapping defined") until its namespace refresh, up to 2 s later,
+	// unless RegisterSearchAttributes waits for that.
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: "temporalpg-test", TaskQueue: "temporalpg-test",
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.MachineUuidsKey.ValueSet([]string{"m-1", "m-2"})),
