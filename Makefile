@@ -65,7 +65,7 @@ temporal-server: $(TEMPORAL_SERVER)
 
 $(TEMPORAL_SERVER):
 	@mkdir -p $(dir $(TEMPORAL_SERVER))
-	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) and temporal-sql-tool into ./bin (first time: 5–15 minutes)..."
+	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) and temporal-sql-tool into $(dir $(TEMPORAL_SERVER)) (first time: 5–15 minutes)..."
 	@tmp=$$(mktemp -d) && \
 	GOBIN=$$tmp GOFLAGS=-mod=mod $(GO) install \
 		go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
