@@ -3,11 +3,13 @@ SHELL := /bin/bash
 GO ?= go
 TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL := $(CURDIR)/bin/temporal
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_SERVER := $(CURDIR)/bin/temporal-server
 IRONFLOW := $(CURDIR)/bin/ironflow
 # Integration tests find the Temporal dev server here.
 export IRONFLOW_TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: all build tools test test-unit test-integration lint bench bench-moves fuzz dev demo clean
+.PHONY: all build tools temporal-server test test-unit test-integration lint bench bench-moves fuzz dev demo clean
 
 all: build
 
@@ -49,10 +51,27 @@ bench:
 	./scripts/bench-dhcp-vs-kea.sh
 
 # Moves at scale on the dev stack (not part of `make test`): a rack transfer and a bulk migration
-# of N machines each, verified, with wall time, Temporal writes and CPU per machine. Sizes:
-# IRONFLOW_BENCH_MOVES_N (default 24,200,1000); README.md "Moves at scale" has the figures.
-bench-moves: tools
-	$(GO) run ./dev/benchmoves
+# of N machines each, verified, with wall time, Temporal writes and CPU per machine, on the
+# Temporal dev server and on the Temporal server on PostgreSQL. Sizes: IRONFLOW_BENCH_MOVES_N
+# (default 24,200,1000); engines: IRONFLOW_BENCH_MOVES_ENGINES (default dev,postgres);
+# README.md "Moves at scale" has the figures.
+bench-moves: tools temporal-server
+	IRONFLOW_TEMPORAL_SERVER=$(TEMPORAL_SERVER) $(GO) run ./dev/benchmoves
+
+# The Temporal server and its SQL tool, at the version the pinned CLI embeds (`go version -m
+# bin/temporal`), for bench-moves' engine on PostgreSQL (dev/temporalpg). Built from the server's
+# own module, so the main module's pinned versions stay as they are. 5–15 minutes the first time.
+temporal-server: $(TEMPORAL_SERVER)
+
+$(TEMPORAL_SERVER):
+	@mkdir -p $(dir $(TEMPORAL_SERVER))
+	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) and temporal-sql-tool into $(dir $(TEMPORAL_SERVER)) (first time: 5–15 minutes)..."
+	@tmp=$$(mktemp -d) && \
+	GOBIN=$$tmp GOFLAGS=-mod=mod $(GO) install \
+		go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
+		go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && \
+	mv $$tmp/sql $(dir $(TEMPORAL_SERVER))temporal-sql-tool && mv $$tmp/server $(TEMPORAL_SERVER); \
+	status=$$?; rm -rf $$tmp; exit $$status
 
 # Bounded fuzzing of the packet and path parsers, and of the region's request decoding,
 # keys and filters.

@@ -46,6 +46,11 @@ type StackOptions struct {
 	Logger              *slog.Logger
 	TemporalLogFile     string
 	Version             string // reported by the regions' /api/v1/info
+
+	// StartTemporal starts another Temporal server than the dev server (the Temporal ports
+	// above are then its business), on the stack's PostgreSQL and in its state dir. The stack
+	// adds the workflows' search attributes to its namespace "default".
+	StartTemporal func(ctx context.Context, pg *postgres.Cluster, stateDir string) (*temporalserver.Server, error)
 }
 
 // Region is one region controller of the stack.
@@ -122,8 +127,13 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	temporalOpts := temporalserver.Options{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile, MetricsPort: opts.TemporalMetricsPort}
-	if s.Temporal, err = temporalserver.Start(ctx, temporalOpts); err != nil {
+	if opts.StartTemporal != nil {
+		s.Temporal, err = opts.StartTemporal(ctx, s.Postgres, s.StateDir)
+	} else {
+		temporalOpts := temporalserver.Options{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile, MetricsPort: opts.TemporalMetricsPort}
+		s.Temporal, err = temporalserver.Start(ctx, temporalOpts)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if s.Client, err = client.Dial(client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)}); err != nil {

@@ -170,7 +170,7 @@ func TestHelpTexts(t *testing.T) {
 		{[]string{"migrations", "schedule", "list", "--help"}, []string{"Examples:"}},
 		{[]string{"migrations", "schedule", "trigger", "--help"}, []string{"Examples:", "schedule trigger nightly"}},
 		{[]string{"migrations", "schedule", "create", "--help"}, []string{"exactly five fields", "Six fields are refused"}},
-		{[]string{"racks", "transfer", "--help"}, []string{"how many machines migrate at once (1 or more) (default 5)"}},
+		{[]string{"racks", "transfer", "--help"}, []string{"how many machines migrate at once (1-50) (default 5)"}},
 		{[]string{"machines", "migrate", "--help"}, []string{"or a name (birdy)"}},
 	}
 	for _, tt := range tests {

@@ -43,7 +43,7 @@ it prints each phase and the machine counts on stderr as they change, then the r
 	f := c.Flags()
 	f.StringVar(&o.to, "to", "", "target region name (required)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the transfer, printing its progress on stderr")
-	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, "how many machines migrate at once (1 or more)")
+	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, fmt.Sprintf("how many machines migrate at once (1-%d)", workflows.MaxBulkWindow))
 	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long each machine's migration waits for a running job to end")
 	return c
 }
@@ -52,8 +52,10 @@ func (o transferOptions) run(cmd *cobra.Command, key string) error {
 	if o.to == "" {
 		return errors.New("missing the target region: ironflow racks transfer RACK --to REGION")
 	}
-	if o.window < 1 {
-		return fmt.Errorf("--window %d: at least one machine must migrate at a time", o.window)
+	// The cap of bulk migrations and of the set-window Update: a transfer's window must not
+	// be unbounded either.
+	if o.window < 1 || o.window > workflows.MaxBulkWindow {
+		return fmt.Errorf("--window %d is not between 1 and %d", o.window, workflows.MaxBulkWindow)
 	}
 	if o.waitForJob < 0 {
 		return fmt.Errorf("--wait-for-running-job %s is negative", o.waitForJob)

@@ -47,6 +47,7 @@ func TestRacksTransferRefusesBadInput(t *testing.T) {
 		{"no target", []string{"racks", "transfer", "rack-a"}, "missing the target region"},
 		{"no rack", []string{"racks", "transfer", "--to", "region-b"}, "accepts 1 arg"},
 		{"zero window", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--window", "0"}, "--window 0"},
+		{"window above the cap", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--window", "51"}, "--window 51 is not between 1 and 50"},
 		{"negative job wait", []string{"racks", "transfer", "rack-a", "--to", "region-b", "--wait-for-running-job", "-1s"}, "is negative"},
 		{"same region", []string{"racks", "transfer", "rack-a", "--to", "region-a"}, "is on region region-a already"},
 		{"unknown rack", []string{"racks", "transfer", "rack-z", "--to", "region-b"}, "rack rack-z on region region-a: rack Name:rack-z not found"},

@@ -1,13 +1,16 @@
-// Command benchmoves (`make bench-moves`) times moves at scale on the dev stack: for each N it
-// starts a fresh stack as `ironflow dev` runs it (file-backed Temporal dev server, with its
-// metrics port on), puts N machines behind rack-a and N in a pool of their own on region-a,
+// Command benchmoves (`make bench-moves`) times moves at scale on the dev stack: for each N and
+// each Temporal engine it starts a fresh stack, as `ironflow dev` runs it (file-backed Temporal
+// dev server) or on the Temporal server on PostgreSQL with 4 history shards (dev/temporalpg),
+// each with its metrics port on, puts N machines behind rack-a and N in a pool of their own on region-a,
 // each with a job and its log, transfers rack-a to region-b and bulk-migrates the pool there,
 // then verifies every machine and prints, per move: wall time, ms per machine, Temporal state
 // transitions and persistence writes per machine, and the CPU time of each process.
 //
 // Environment: IRONFLOW_BENCH_MOVES_N (comma-separated sizes, default "24,200,1000"),
-// IRONFLOW_BENCH_MOVES_MOVES ("transfer,bulk"), IRONFLOW_BENCH_MOVES_WINDOW (the window of
-// both moves; 0: the workflows' defaults), IRONFLOW_TEMPORAL_CLI (the dev server).
+// IRONFLOW_BENCH_MOVES_ENGINES ("dev,postgres"), IRONFLOW_BENCH_MOVES_MOVES ("transfer,bulk"),
+// IRONFLOW_BENCH_MOVES_WINDOW (the window of both moves; 0: the workflows' defaults),
+// IRONFLOW_TEMPORAL_CLI (the dev server), IRONFLOW_TEMPORAL_SERVER (temporal-server, with
+// temporal-sql-tool beside it).
 package main
 
 import (
@@ -32,15 +35,19 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/dev/postgres"
+	"github.com/ironflow/ironflow/dev/temporalpg"
+	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/region/api"
 	regionclient "github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/workflows"
 )
 
 const (
-	envSizes  = "IRONFLOW_BENCH_MOVES_N"
-	envMoves  = "IRONFLOW_BENCH_MOVES_MOVES"
-	envWindow = "IRONFLOW_BENCH_MOVES_WINDOW"
+	envSizes   = "IRONFLOW_BENCH_MOVES_N"
+	envEngines = "IRONFLOW_BENCH_MOVES_ENGINES"
+	envMoves   = "IRONFLOW_BENCH_MOVES_MOVES"
+	envWindow  = "IRONFLOW_BENCH_MOVES_WINDOW"
 
 	benchPool = "bench"
 	// grantTTL outlasts the slowest move measured: a default grant (15 min) expires during a
@@ -60,13 +67,22 @@ func main() {
 }
 
 type config struct {
-	sizes  []int
-	moves  []string
-	window int
+	sizes   []int
+	engines []string
+	moves   []string
+	window  int
+}
+
+// engines start the stack's Temporal server: nil is the dev server.
+var engines = map[string]func(context.Context, *postgres.Cluster, string) (*temporalserver.Server, error){
+	"dev": nil,
+	"postgres": func(ctx context.Context, pg *postgres.Cluster, stateDir string) (*temporalserver.Server, error) {
+		return temporalpg.Start(ctx, temporalpg.Options{Postgres: pg, Dir: stateDir, MetricsPort: -1})
+	},
 }
 
 func configFromEnv() (config, error) {
-	c := config{moves: []string{"transfer", "bulk"}}
+	c := config{engines: []string{"dev", "postgres"}, moves: []string{"transfer", "bulk"}}
 	sizes := os.Getenv(envSizes)
 	if sizes == "" {
 		sizes = "24,200,1000"
@@ -77,6 +93,14 @@ func configFromEnv() (config, error) {
 			return c, fmt.Errorf("%s=%q: each size must be a number of at least %d (the seed's machines behind rack-a)", envSizes, sizes, dev.RackMachines)
 		}
 		c.sizes = append(c.sizes, n)
+	}
+	if e := os.Getenv(envEngines); e != "" {
+		c.engines = strings.Split(e, ",")
+		for _, engine := range c.engines {
+			if _, ok := engines[engine]; !ok {
+				return c, fmt.Errorf("%s=%q: the engines are dev and postgres", envEngines, e)
+			}
+		}
 	}
 	if m := os.Getenv(envMoves); m != "" {
 		c.moves = strings.Split(m, ",")
@@ -103,11 +127,13 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	var results []result
 	for _, n := range cfg.sizes {
-		rs, err := benchSize(ctx, cfg, n, out)
-		results = append(results, rs...)
-		if err != nil {
-			printResults(out, results)
-			return fmt.Errorf("N=%d: %w", n, err)
+		for _, engine := range cfg.engines {
+			rs, err := benchSize(ctx, cfg, n, engine, out)
+			results = append(results, rs...)
+			if err != nil {
+				printResults(out, results)
+				return fmt.Errorf("N=%d, %s: %w", n, engine, err)
+			}
 		}
 	}
 	printResults(out, results)
@@ -116,6 +142,7 @@ func run(ctx context.Context, out io.Writer) error {
 
 // result is one measured move.
 type result struct {
+	engine    string
 	move      string
 	n         int
 	window    int
@@ -130,10 +157,10 @@ type result struct {
 	events int64
 }
 
-func benchSize(ctx context.Context, cfg config, n int, out io.Writer) ([]result, error) {
-	fmt.Fprintf(out, "N=%d: starting the dev stack...\n", n)
+func benchSize(ctx context.Context, cfg config, n int, engine string, out io.Writer) ([]result, error) {
+	fmt.Fprintf(out, "N=%d, %s: starting the dev stack...\n", n, engine)
 	s, err := dev.StartStack(ctx, dev.StackOptions{
-		Seed: true, RunWorker: true, TemporalUIPort: -1, TemporalMetricsPort: -1,
+		Seed: true, RunWorker: true, TemporalUIPort: -1, TemporalMetricsPort: -1, StartTemporal: engines[engine],
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -144,10 +171,10 @@ func benchSize(ctx context.Context, cfg config, n int, out io.Writer) ([]result,
 	if err := s.WaitRackOnline(ctx, rack.Name); err != nil {
 		return nil, err
 	}
-	b := &bench{s: s, src: regionClient(s, source), dst: regionClient(s, target), window: cfg.window}
+	b := &bench{s: s, engine: engine, src: regionClient(s, source), dst: regionClient(s, target), window: cfg.window}
 	var results []result
 	for _, move := range cfg.moves {
-		fmt.Fprintf(out, "N=%d: seeding %s...\n", n, move)
+		fmt.Fprintf(out, "N=%d, %s: seeding %s...\n", n, engine, move)
 		var machines []string
 		var start func(context.Context) (client.WorkflowRun, error)
 		switch move {
@@ -161,7 +188,7 @@ func benchSize(ctx context.Context, cfg config, n int, out io.Writer) ([]result,
 		if err != nil {
 			return results, err
 		}
-		fmt.Fprintf(out, "N=%d: running %s...\n", n, move)
+		fmt.Fprintf(out, "N=%d, %s: running %s...\n", n, engine, move)
 		r, err := b.measure(ctx, move, n, start)
 		if err != nil {
 			return results, err
@@ -169,7 +196,7 @@ func benchSize(ctx context.Context, cfg config, n int, out io.Writer) ([]result,
 		if r.verified, err = b.verify(ctx, machines); err != nil {
 			return append(results, r), fmt.Errorf("%s: %w", move, err)
 		}
-		fmt.Fprintf(out, "N=%d: %s took %s, %d machines verified\n", n, move, r.wall.Round(time.Millisecond), r.verified)
+		fmt.Fprintf(out, "N=%d, %s: %s took %s, %d machines verified\n", n, engine, move, r.wall.Round(time.Millisecond), r.verified)
 		results = append(results, r)
 	}
 	return results, nil
@@ -177,6 +204,7 @@ func benchSize(ctx context.Context, cfg config, n int, out io.Writer) ([]result,
 
 type bench struct {
 	s        *dev.Stack
+	engine   string
 	src, dst *regionclient.Client
 	window   int
 	jobs     map[string][]string // machine UUID -> its job UUIDs before the move
@@ -268,7 +296,7 @@ func (b *bench) startBulk(ctx context.Context) (client.WorkflowRun, error) {
 
 // measure runs one move to its end and returns its wall time and what the processes spent.
 func (b *bench) measure(ctx context.Context, move string, n int, start func(context.Context) (client.WorkflowRun, error)) (result, error) {
-	r := result{move: move, n: n, window: b.window, loadStart: loadAverage()}
+	r := result{engine: b.engine, move: move, n: n, window: b.window, loadStart: loadAverage()}
 	before, err := b.sample(ctx)
 	if err != nil {
 		return r, err
@@ -379,7 +407,7 @@ type sample struct {
 }
 
 func (b *bench) sample(ctx context.Context) (sample, error) {
-	c, err := scrape(ctx, b.s.Temporal.MetricsURL)
+	c, err := settledCounters(ctx, b.s.Temporal.MetricsURL)
 	if err != nil {
 		return sample{}, err
 	}
@@ -407,6 +435,32 @@ type counters struct {
 
 func (c counters) minus(o counters) counters {
 	return counters{c.stateTransitions - o.stateTransitions, c.persistence - o.persistence, c.updates - o.updates, c.visibility - o.visibility}
+}
+
+// metricsInterval is how often the Temporal server publishes its metrics to the Prometheus
+// endpoint (its tally scope's reporting interval), both engines.
+const metricsInterval = time.Second
+
+// settledCounters scrapes the server's metrics until its workflow counters stop moving: read
+// right after a move, they would miss the move's last second (a bulk run of 24 machines on the
+// PostgreSQL engine showed none of its state transitions).
+func settledCounters(ctx context.Context, metricsURL string) (counters, error) {
+	prev, err := scrape(ctx, metricsURL)
+	if err != nil {
+		return prev, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return prev, ctx.Err()
+		case <-time.After(metricsInterval + metricsInterval/2):
+		}
+		c, err := scrape(ctx, metricsURL)
+		if err != nil || c.stateTransitions == prev.stateTransitions && c.updates == prev.updates {
+			return c, err
+		}
+		prev = c
+	}
 }
 
 // scrape reads the Prometheus text format of the server's metrics endpoint.
@@ -453,7 +507,8 @@ func scrape(ctx context.Context, metricsURL string) (counters, error) {
 }
 
 // cpuTimes are CPU seconds (user+system) of the stack's processes: this one (regions, racks,
-// worker, bench client), the Temporal dev server, and PostgreSQL with its backends.
+// worker, bench client), the Temporal server, and PostgreSQL with its backends (the regions'
+// databases and, on the postgres engine, Temporal's).
 type cpuTimes struct {
 	ironflow, temporal, postgres float64
 }
@@ -537,11 +592,11 @@ func printResults(out io.Writer, results []result) {
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "move\tN\twindow (0: default)\twall s\tms/machine\tverified\ttransitions/machine\twrites/machine\tupdates/machine\tvisibility/machine\tCPU ms/machine ironflow\ttemporal\tpostgres\thistory events\tload start\tload end\t")
+	fmt.Fprintln(w, "engine\tmove\tN\twindow (0: default)\twall s\tms/machine\tverified\ttransitions/machine\twrites/machine\tupdates/machine\tvisibility/machine\tCPU ms/machine ironflow\ttemporal\tpostgres\thistory events\tload start\tload end\t")
 	for _, r := range results {
 		n := float64(r.n)
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%s\t%s\t\n",
-			r.move, r.n, r.window, r.wall.Seconds(), float64(r.wall.Milliseconds())/n, r.verified,
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%s\t%s\t\n",
+			r.engine, r.move, r.n, r.window, r.wall.Seconds(), float64(r.wall.Milliseconds())/n, r.verified,
 			r.counters.stateTransitions/n, r.counters.persistence/n, r.counters.updates/n, r.counters.visibility/n,
 			1000*r.cpu.ironflow/n, 1000*r.cpu.temporal/n, 1000*r.cpu.postgres/n, r.events, r.loadStart, r.loadEnd)
 	}

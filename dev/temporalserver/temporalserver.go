@@ -25,7 +25,8 @@ import (
 // EnvCLI names the Temporal CLI binary; the Makefile builds it into ./bin.
 const EnvCLI = "IRONFLOW_TEMPORAL_CLI"
 
-// Server is a Temporal dev server (`temporal server start-dev`) run by this process.
+// Server is a Temporal server run by this process: the dev server (`temporal server
+// start-dev`, Start) or another one (StartProcess).
 type Server struct {
 	Address string // frontend gRPC host:port
 	UIURL   string // web UI
@@ -53,7 +54,13 @@ type Options struct {
 // FindCLI returns the Temporal CLI binary: $IRONFLOW_TEMPORAL_CLI, else bin/temporal in
 // the current directory or one of its parents (tests run in package directories).
 func FindCLI() (string, error) {
-	if p := os.Getenv(EnvCLI); p != "" {
+	return FindBinary(EnvCLI, "temporal", "run `make tools` (builds ./bin/temporal)")
+}
+
+// FindBinary returns the binary $env names, else bin/<name> in the current directory or one of
+// its parents; build says how to make it when there is none.
+func FindBinary(env, name, build string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
@@ -63,13 +70,13 @@ func FindCLI() (string, error) {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, "bin", "temporal")
+		p := filepath.Join(dir, "bin", name)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("temporal CLI not found: run `make tools` (builds ./bin/temporal) or set " + EnvCLI)
+			return "", fmt.Errorf("%s not found: %s or set %s", name, build, env)
 		}
 		dir = parent
 	}
@@ -84,26 +91,32 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	// A free port can be taken between choosing it and the server binding it: when the
-	// ports were chosen here, an early exit is retried on new ones.
+	return RetryOnFreePorts(opts.Port == 0, func() (*Server, error) { return start(ctx, bin, opts) })
+}
+
+// RetryOnFreePorts calls start up to three times while the server it starts exits early, when
+// freePorts says its ports were chosen free by the caller: a free port can be taken between
+// choosing it and the server binding it, and the next call chooses new ones.
+func RetryOnFreePorts(freePorts bool, start func() (*Server, error)) (*Server, error) {
 	attempts := 1
-	if opts.Port == 0 {
+	if freePorts {
 		attempts = 3
 	}
 	var err error
 	for range attempts {
 		var t *Server
-		if t, err = start(ctx, bin, opts); err == nil {
+		if t, err = start(); err == nil {
 			return t, nil
 		}
-		if !errors.Is(err, errExitedEarly) {
+		if !errors.Is(err, ErrExitedEarly) {
 			return nil, err
 		}
 	}
 	return nil, err
 }
 
-var errExitedEarly = errors.New("temporal dev server exited early")
+// ErrExitedEarly is the error of a server process that exited before it was ready.
+var ErrExitedEarly = errors.New("temporal server exited early")
 
 func start(ctx context.Context, bin string, opts Options) (*Server, error) {
 	port, err := portOrFree(opts.Port)
@@ -133,34 +146,51 @@ func start(ctx context.Context, bin string, opts Options) (*Server, error) {
 		args = append(args, "--metrics-port", strconv.Itoa(metricsPort))
 		t.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	}
-	cmd := exec.Command(bin, args...)
+	if err := t.run(ctx, exec.Command(bin, args...), opts.LogFile); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// StartProcess runs cmd, a Temporal server whose frontend listens on address (host:port), and
+// returns once a client can connect to it. Its output goes to logFile (empty: kept for the
+// error of an early exit); metricsURL is where it serves its Prometheus metrics, if anywhere.
+func StartProcess(ctx context.Context, cmd *exec.Cmd, address, metricsURL, logFile string) (*Server, error) {
+	t := &Server{Address: address, MetricsURL: metricsURL, exited: make(chan struct{})}
+	if err := t.run(ctx, cmd, logFile); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Server) run(ctx context.Context, cmd *exec.Cmd, logFile string) error {
 	// Own process group, so Stop ends the server and nothing else.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = &t.output, &t.output
-	if opts.LogFile != "" {
-		f, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if logFile != "" {
+		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			return nil, fmt.Errorf("temporal log: %w", err)
+			return fmt.Errorf("temporal log: %w", err)
 		}
 		defer f.Close()
 		cmd.Stdout, cmd.Stderr = f, f
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start temporal dev server: %w", err)
+		return fmt.Errorf("start temporal server %s: %w", cmd.Path, err)
 	}
 	t.cmd = cmd
 	go func() {
 		t.waitErr = cmd.Wait()
 		close(t.exited)
 	}()
-	if err := t.waitReady(ctx); err != nil {
+	if err := t.waitReady(ctx, logFile); err != nil {
 		t.Stop()
-		return nil, err
+		return err
 	}
-	return t, nil
+	return nil
 }
 
-func (t *Server) waitReady(ctx context.Context) error {
+func (t *Server) waitReady(ctx context.Context, logFile string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
@@ -172,9 +202,14 @@ func (t *Server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-t.exited:
-			return fmt.Errorf("%w (%v): %s", errExitedEarly, t.waitErr, lastBytes(t.output.String(), 2000))
+			out := t.output.String()
+			if logFile != "" {
+				data, _ := os.ReadFile(logFile)
+				out = logFile + ": " + string(data)
+			}
+			return fmt.Errorf("%w (%v): %s", ErrExitedEarly, t.waitErr, lastBytes(out, 2000))
 		case <-ctx.Done():
-			return fmt.Errorf("temporal dev server not ready on %s: %w", t.Address, ctx.Err())
+			return fmt.Errorf("temporal server not ready on %s: %w", t.Address, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -188,7 +223,7 @@ func (t *Server) PID() int {
 	return t.cmd.Process.Pid
 }
 
-// Stop ends the dev server (SIGTERM to its process group, SIGKILL after 10 s).
+// Stop ends the server (SIGTERM to its process group, SIGKILL after 10 s).
 func (t *Server) Stop() {
 	if t.cmd == nil || t.cmd.Process == nil {
 		return

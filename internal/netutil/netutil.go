@@ -3,6 +3,7 @@ package netutil
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 )
 
@@ -14,6 +15,20 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreePortIn returns a TCP port in [lo, hi] on 127.0.0.1 that nothing listens on right now,
+// trying ports at random so that concurrent callers rarely pick the same one.
+func FreePortIn(lo, hi int) (int, error) {
+	for range 100 {
+		port := lo + rand.IntN(hi-lo+1)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free port in %d-%d: none in 100 tries", lo, hi)
 }
 
 // FreeUDPPort returns a UDP port on 127.0.0.1 that nothing listens on right now.
