@@ -47,7 +47,10 @@ type Pod struct {
 	Uuid         string            `json:"Uuid"`
 	Name         string            `json:"Name"`
 	Type         string            `json:"Type"` // e.g. "virsh"
-	PowerAddress string            `json:"PowerAddress"`
+	PowerAddress string            `json:"PowerAddress"` // qemu:///system[?socket=PATH] or qemu+ssh://user@host[:port]/system[?socket=PATH]
+	// HostKey is the SSH host key of a qemu+ssh pod in authorized_keys format ("ssh-ed25519
+	// AAAA..."): public, and required, so the rack never trusts a key on first use.
+	HostKey      string            `json:"HostKey,omitempty"`
 	Rack         string            `json:"Rack"` // rack UUID
 	Pool         string            `json:"Pool"`
 	Cores        int               `json:"Cores"`
@@ -61,6 +64,17 @@ type Pod struct {
 	Arch         string           `json:"Arch,omitempty"` // libvirt's name: x86_64, aarch64, ppc64le
 	StoragePools []PodStoragePool `json:"StoragePools,omitempty"`
 	Networks     []PodNetwork     `json:"Networks,omitempty"`
+}
+
+// PodFacts is what a refresh stores on a pod in one write (PUT
+// /api/v1/racks/{uuid}/pods/{pod}/facts): the hypervisor's capacity and its pools and networks.
+type PodFacts struct {
+	Arch         string           `json:"Arch"`
+	Cores        int              `json:"Cores"`
+	MemoryMiB    int              `json:"MemoryMiB"`
+	StorageGiB   int              `json:"StorageGiB"` // the pools' capacity, rounded down
+	StoragePools []PodStoragePool `json:"StoragePools"`
+	Networks     []PodNetwork     `json:"Networks"`
 }
 
 // PodStoragePool is one storage pool of a pod with its usage at the last refresh. Free space is
