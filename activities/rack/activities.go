@@ -82,6 +82,9 @@ const (
 type Activities struct {
 	rack    Controller
 	secrets map[string]string // rack secrets of regions, by name
+
+	podRegion PodRegion // nil: the rack drives no pods (WithPods)
+	podDialer PodDialer
 }
 
 // New returns the activities of rack; secrets maps names to the rack secrets of the regions

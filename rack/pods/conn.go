@@ -39,8 +39,22 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// isNotFound reports whether err is libvirt's answer for a missing object of the given kind.
-func isNotFound(err error, code libvirt.ErrorNumber) bool {
+// ErrRefused marks what the request or the pod makes impossible: a bad request, a pool
+// without room, an architecture the pod cannot run, a name another domain has, a pod address
+// that cannot be reached this way, a wrong host key. Retrying the same call cannot succeed.
+var ErrRefused = errors.New("refused")
+
+// refusedError is an error marked ErrRefused; its message is the cause's.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string   { return e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }
+
+func refuse(err error) error { return refusedError{err} }
+
+// hasCode reports whether err is libvirt's answer with the given code (a missing object
+// of one kind, or another refusal).
+func hasCode(err error, code libvirt.ErrorNumber) bool {
 	var lerr libvirt.Error
 	return errors.As(err, &lerr) && lerr.Code == uint32(code)
 }
