@@ -85,6 +85,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		BootDir:         bootDir,
 		Temporal:        client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)},
 		RegionSecrets:   secrets,
+		PodSSHKeyFile:   s.podSSHKey,
 		Version:         s.version,
 		Logger:          s.log.With("rack", name),
 	}

@@ -61,19 +61,21 @@ func (r regionAPI) podPath(pod string) string {
 	return api.PathPrefix + "/racks/" + r.rack + "/pods/" + url.PathEscape(pod)
 }
 
-// refreshPods refreshes the facts of every pod the rack hosts every interval until ctx ends. A
-// pod that cannot be reached keeps the facts of its last refresh and is logged.
+// refreshPods refreshes the facts of every pod the rack hosts every interval, the first time
+// one interval after the start (the region link is up by then; `pods refresh` is there for
+// sooner), until ctx ends. A pod that cannot be reached keeps the facts of its last refresh
+// and is logged.
 func refreshPods(ctx context.Context, every time.Duration, acts *rackacts.Activities, log *slog.Logger) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := acts.RefreshPods(asRack(ctx)); err != nil && ctx.Err() == nil {
-			log.Warn("pod refresh", "error", err)
-		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		if err := acts.RefreshPods(asRack(ctx)); err != nil && ctx.Err() == nil {
+			log.Warn("pod refresh", "error", err)
 		}
 	}
 }

@@ -19,12 +19,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/rack/dhcp"
 	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/leases"
+	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/rack/ra"
 	"github.com/ironflow/ironflow/rack/regionlink"
 	"github.com/ironflow/ironflow/rack/syslog"
