@@ -74,7 +74,7 @@ func refreshPods(ctx context.Context, every time.Duration, acts *rackacts.Activi
 			return nil
 		case <-t.C:
 		}
-		if err := acts.RefreshPods(asRack(ctx)); err != nil && ctx.Err() == nil {
+		if err := rackacts.RefreshPods(asRack(ctx), acts); err != nil && ctx.Err() == nil {
 			log.Warn("pod refresh", "error", err)
 		}
 	}

@@ -290,7 +290,7 @@ func (p *process) run(ctx context.Context) error {
 	g.Go(func() error { return p.link.Serve(asRack(ctx)) })
 	g.Go(func() error { return p.ctrl.heartbeats(ctx, p.o.HeartbeatInterval) })
 	g.Go(func() error { return p.uploader.Serve(asRack(ctx)) })
-	acts := rackacts.New(p.ctrl, p.o.RegionSecrets).WithPods(p.ctrl.region, p.pods)
+	acts := rackacts.New(p.ctrl, p.o.RegionSecrets, rackacts.Pods{Region: p.ctrl.region, Dialer: p.pods})
 	if p.o.Temporal.HostPort != "" {
 		g.Go(func() error { return runWorker(ctx, p.o, p.st.Uuid, acts, p.log.With("component", "worker")) })
 	} else {

@@ -49,7 +49,7 @@ func TestSwapRegionEndpointsErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeRack{err: c.rackErr}
-			res, err := New(f, map[string]string{"region-b": "s3cret"}).SwapRegionEndpoints(context.Background(), c.in)
+			res, err := New(f, map[string]string{"region-b": "s3cret"}, Pods{}).SwapRegionEndpoints(context.Background(), c.in)
 			var appErr *temporal.ApplicationError
 			switch {
 			case c.wantType == "" && (err != nil || res.Region != "region-b" || res.RegionUuid != "b-uuid"):
@@ -72,11 +72,11 @@ func TestSwapRegionEndpointsErrors(t *testing.T) {
 }
 
 func TestExportLeasesCounts(t *testing.T) {
-	res, err := New(&fakeRack{}, nil).ExportLeases(context.Background())
+	res, err := New(&fakeRack{}, nil, Pods{}).ExportLeases(context.Background())
 	if err != nil || res.Exported != 3 {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	if _, err := New(&fakeRack{err: errors.New("region down")}, nil).ExportLeases(context.Background()); err == nil {
+	if _, err := New(&fakeRack{err: errors.New("region down")}, nil, Pods{}).ExportLeases(context.Background()); err == nil {
 		t.Fatal("a failed export succeeded")
 	}
 }

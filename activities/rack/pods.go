@@ -47,10 +47,11 @@ type PodDialer interface {
 	Dial(pod api.Pod) (*pods.Conn, error)
 }
 
-// WithPods gives the activities the rack's pods: its region and how it reaches a hypervisor.
-func (a *Activities) WithPods(region PodRegion, dialer PodDialer) *Activities {
-	a.podRegion, a.podDialer = region, dialer
-	return a
+// Pods is how the rack reaches the pods it hosts: its region (for their records and its
+// writes) and the hypervisors. The zero Pods drives no pods.
+type Pods struct {
+	Region PodRegion
+	Dialer PodDialer
 }
 
 // PodGrantInput names a pod and carries the caller's grant for it (region/api/grants.go).
@@ -70,7 +71,7 @@ func (a *Activities) VerifyPodGrant(ctx context.Context, in PodGrantInput) (PodG
 	if _, err := a.rackPod(ctx, in.Pod); err != nil {
 		return PodGrantResult{}, err
 	}
-	claims, err := a.podRegion.VerifyGrant(ctx, api.GrantCheck{Grant: in.Grant, Kind: api.GrantPod, Key: in.Pod, Migration: workflowID(ctx)})
+	claims, err := a.pods.Region.VerifyGrant(ctx, api.GrantCheck{Grant: in.Grant, Kind: api.GrantPod, Key: in.Pod, Migration: workflowID(ctx)})
 	if statusIn(err, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity) {
 		return PodGrantResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("the region refused the grant for pod %s: %v (ask it for one as an operator or admin)", in.Pod, err), ErrTypeGrantRefused, nil)
@@ -103,10 +104,14 @@ func (a *Activities) RefreshPod(ctx context.Context, in PodInput) (PodRefreshRes
 	return a.refresh(ctx, pod)
 }
 
-// RefreshPods refreshes every pod the rack hosts (the rack's schedule); it returns the
-// errors of the pods it could not refresh, each naming its pod.
-func (a *Activities) RefreshPods(ctx context.Context) error {
-	all, err := a.podRegion.RackPods(ctx)
+// RefreshPods refreshes every pod the rack hosts with a's pods (the rack's schedule, outside
+// Temporal: a function, not an activity); it returns the errors of the pods it could not
+// refresh, each naming its pod.
+func RefreshPods(ctx context.Context, a *Activities) error {
+	if a.pods.Region == nil {
+		return nil
+	}
+	all, err := a.pods.Region.RackPods(ctx)
 	if err != nil {
 		return fmt.Errorf("list the rack's pods: %w", err)
 	}
@@ -129,7 +134,7 @@ func (a *Activities) refresh(ctx context.Context, pod api.Pod) (PodRefreshResult
 	if err != nil {
 		return PodRefreshResult{}, err
 	}
-	stored, err := a.podRegion.StorePodFacts(ctx, pod.Uuid, facts.Region())
+	stored, err := a.pods.Region.StorePodFacts(ctx, pod.Uuid, facts.Region())
 	if err != nil {
 		return PodRefreshResult{}, fmt.Errorf("pod %s: store its facts: %w", pod.Name, err)
 	}
@@ -195,7 +200,7 @@ func (a *Activities) DeclareVM(ctx context.Context, in DeclareVMInput) (DeclareV
 		return DeclareVMResult{}, err
 	}
 	vm := in.Composed
-	m, err := a.podRegion.DeclarePodVM(ctx, pod.Uuid, api.Machine{
+	m, err := a.pods.Region.DeclarePodVM(ctx, pod.Uuid, api.Machine{
 		Uuid:          vm.UUID,
 		Name:          vm.Name,
 		HardwareAddrs: []string{vm.MAC},
@@ -236,7 +241,7 @@ func (a *Activities) ForgetVM(ctx context.Context, in VMInput) error {
 	if err != nil {
 		return err
 	}
-	if err := a.podRegion.ForgetPodVM(ctx, pod.Uuid, in.VM); err != nil {
+	if err := a.pods.Region.ForgetPodVM(ctx, pod.Uuid, in.VM); err != nil {
 		return regionError(err, "pod %s: forget machine %s", pod.Name, in.VM)
 	}
 	return nil
@@ -278,10 +283,10 @@ func (a *Activities) PowerVM(ctx context.Context, in PowerVMInput) (PowerVMResul
 
 // rackPod reads the pod from the region and refuses one this rack does not host.
 func (a *Activities) rackPod(ctx context.Context, key string) (api.Pod, error) {
-	if a.podRegion == nil {
+	if a.pods.Region == nil {
 		return api.Pod{}, temporal.NewNonRetryableApplicationError("this rack's worker drives no pods", ErrTypeWrongRack, nil)
 	}
-	pod, err := a.podRegion.Pod(ctx, key)
+	pod, err := a.pods.Region.Pod(ctx, key)
 	if err != nil {
 		return api.Pod{}, regionError(err, "pod %s", key)
 	}
@@ -296,7 +301,7 @@ func (a *Activities) rackPod(ctx context.Context, key string) (api.Pod, error) {
 // or deleting large volumes and refreshing pools take a while), and classifies its error.
 func (a *Activities) withConn(ctx context.Context, pod api.Pod, fn func(*pods.Conn) error) error {
 	return heartbeat.While(ctx, func(ctx context.Context) error {
-		conn, err := a.podDialer.Dial(pod)
+		conn, err := a.pods.Dialer.Dial(pod)
 		if err != nil {
 			return podError(pod, err)
 		}

@@ -103,7 +103,7 @@ func startPodHost(t *testing.T) podHost {
 		pod:      api.Pod{Uuid: testPod, Name: "kvm-01", Rack: testRack, PowerAddress: "qemu:///system?socket=" + socket, VMs: []string{}},
 		machines: map[string]api.Machine{},
 	}
-	acts := New(&podRack{}, nil).WithPods(r, pods.Dialer{Timeout: 10 * time.Second})
+	acts := New(&podRack{}, nil, Pods{Region: r, Dialer: pods.Dialer{Timeout: 10 * time.Second}})
 	return podHost{socket: socket, pool: pool, region: r, acts: acts}
 }
 
@@ -237,7 +237,7 @@ func TestRefreshPodStoresFactsOnceOrNothing(t *testing.T) {
 	if h.region.writes != 1 || !slices.Equal(h.region.pod.StoragePools, stored.StoragePools) {
 		t.Errorf("facts written for an unreachable pod: %d writes", h.region.writes)
 	}
-	if err := h.acts.RefreshPods(ctx); err == nil || !strings.Contains(err.Error(), "pod kvm-01") {
+	if err := RefreshPods(ctx, h.acts); err == nil || !strings.Contains(err.Error(), "pod kvm-01") {
 		t.Errorf("scheduled refresh of an unreachable pod: %v, want an error naming it", err)
 	}
 }
@@ -255,7 +255,7 @@ func TestPodOverSSH(t *testing.T) {
 	if err := os.WriteFile(srv.KeysFile, []byte(sshdtest.AuthorizedLine(signer, "rack")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.acts.WithPods(h.region, pods.Dialer{SSHKey: signer, Timeout: 10 * time.Second})
+	h.acts.pods.Dialer = pods.Dialer{SSHKey: signer, Timeout: 10 * time.Second}
 	h.region.pod.PowerAddress = "qemu+ssh://root@" + srv.Addr + "/system?socket=" + h.socket
 	h.region.pod.HostKey = srv.HostKey
 	ctx := context.Background()
