@@ -64,7 +64,7 @@ func startPodHost(t *testing.T) podHost {
 	return h
 }
 
-// domains says whether the host has a domain named name.
+// hasDomain says whether the host has a domain named name.
 func (h podHost) hasDomain(t *testing.T, name string) bool {
 	t.Helper()
 	conn, err := pods.DialUnix(h.socket, 10*time.Second)
@@ -74,6 +74,37 @@ func (h podHost) hasDomain(t *testing.T, name string) bool {
 	defer conn.Close()
 	_, err = conn.Existing(name)
 	return err == nil
+}
+
+// adminCLI runs the CLI against the region at url with the stack's admin token: cli returns
+// its output, mustCLI decodes its JSON output into out and fails the test on an error.
+func adminCLI(t *testing.T, s *dev.Stack, url string) (cli func(args ...string) (string, error), mustCLI func(out any, args ...string)) {
+	cli = func(args ...string) (string, error) {
+		t.Helper()
+		return runCLIAs(t, s, s.AdminToken, append([]string{"-E", url}, args...)...)
+	}
+	mustCLI = func(out any, args ...string) {
+		t.Helper()
+		text, err := cli(append(args, "-o", "json")...)
+		if err != nil {
+			t.Fatalf("ironflow %v: %v\n%s", args, err, text)
+		}
+		if err := json.Unmarshal([]byte(text), out); err != nil {
+			t.Fatalf("ironflow %v printed %q: %v", args, text, err)
+		}
+	}
+	return cli, mustCLI
+}
+
+// removeOnCleanup decomposes the VM name when the test ends, if a failed test left it (the
+// system instance keeps domains in /etc/libvirt).
+func (h podHost) removeOnCleanup(t *testing.T, name string) {
+	t.Cleanup(func() {
+		if conn, err := pods.DialUnix(h.socket, 10*time.Second); err == nil {
+			conn.Decompose(name)
+			conn.Close()
+		}
+	})
 }
 
 // TestPodsDrivenByTheRack runs pods through the rack on a real stack (region, rack with its
@@ -89,20 +120,7 @@ func TestPodsDrivenByTheRack(t *testing.T) {
 	a := regionClient(s, "region-a")
 	rack := s.Racks["rack-a"]
 	aURL := s.Regions["region-a"].URL
-	cli := func(args ...string) (string, error) {
-		t.Helper()
-		return runCLIAs(t, s, s.AdminToken, append([]string{"-E", aURL}, args...)...)
-	}
-	mustCLI := func(out any, args ...string) {
-		t.Helper()
-		text, err := cli(append(args, "-o", "json")...)
-		if err != nil {
-			t.Fatalf("ironflow %v: %v\n%s", args, err, text)
-		}
-		if err := json.Unmarshal([]byte(text), out); err != nil {
-			t.Fatalf("ironflow %v printed %q: %v", args, text, err)
-		}
-	}
+	cli, mustCLI := adminCLI(t, s, aURL)
 	local := "qemu:///system?socket=" + h.socket
 	overSSH := "qemu+ssh://root@" + h.sshd.Addr + "/system?socket=" + h.socket
 
@@ -158,12 +176,7 @@ func TestPodsDrivenByTheRack(t *testing.T) {
 		name := fmt.Sprintf("ironflow-it-%d", time.Now().UnixNano())
 		var m api.Machine
 		mustCLI(&m, "pods", "compose", c.pod, "--name", name, "--cores", "1", "--memory", "128M", "--storage", h.pool+":1G", "--bridge", "br0")
-		t.Cleanup(func() {
-			if conn, err := pods.DialUnix(h.socket, 10*time.Second); err == nil {
-				conn.Decompose(name)
-				conn.Close()
-			}
-		})
+		h.removeOnCleanup(t, name)
 		if m.Name != name || m.Pod != pod.Uuid || m.Rack != rack.Uuid || len(m.HardwareAddrs) != 1 || m.Fingerprint.SystemUUID != m.Uuid || m.Status != api.StatusNew {
 			t.Fatalf("%s: declared machine %+v", c.pod, m)
 		}
