@@ -25,8 +25,13 @@ func TestPodFactsPatchAndBadFactsChangeNothing(t *testing.T) {
 		t.Fatalf("stored pod %v", want)
 	}
 
+	msg := e.do(api.RoleOperator, http.MethodPatch, path, map[string]any{"HostKey": "not-a-key"}).apiError(t, http.StatusUnprocessableEntity)
+	if !strings.Contains(msg, "HostKey: want an SSH public key") {
+		t.Errorf("bad HostKey: %q", msg)
+	}
+
 	bad := map[string]any{"Arch": "x86_64", "Cores": 1, "StoragePools": []any{pool, pool}}
-	msg := e.do(api.RoleOperator, http.MethodPatch, path, bad).apiError(t, http.StatusUnprocessableEntity)
+	msg = e.do(api.RoleOperator, http.MethodPatch, path, bad).apiError(t, http.StatusUnprocessableEntity)
 	if !strings.Contains(msg, `StoragePools names lists "default" twice`) {
 		t.Errorf("error %q", msg)
 	}
