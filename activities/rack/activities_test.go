@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -79,4 +80,12 @@ func TestExportLeasesCounts(t *testing.T) {
 	if _, err := New(&fakeRack{err: errors.New("region down")}, nil, Pods{}).ExportLeases(context.Background()); err == nil {
 		t.Fatal("a failed export succeeded")
 	}
+}
+
+// The rack's worker registers the whole Activities struct: every exported method must be an
+// activity (a helper method such as an option setter makes the registration panic and the
+// rack's worker never start).
+func TestActivitiesRegister(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	suite.NewTestActivityEnvironment().RegisterActivity(New(&fakeRack{}, nil, Pods{}))
 }
