@@ -64,35 +64,26 @@ func podOfMachine(cmd *cobra.Command, key string) (api.Machine, api.Pod, error) 
 	return m, pod, nil
 }
 
-// withPodVMDelete makes `machines delete` of a VM composed on a pod decompose it with
-// --decompose, delete only the record with --force, and else refuse, saying so: a machine
-// deleted alone would leave its VM and volumes on the pod.
+// withPodVMDelete adds --decompose to `machines delete`: for a VM composed on a pod it
+// decomposes the VM through the pod's rack, which deletes the machine too. Without it the
+// region refuses to delete such a machine alone unless forced (the record only).
 func withPodVMDelete(c *cobra.Command) *cobra.Command {
 	var decompose bool
 	deleteRecord := c.RunE
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		force, _ := cmd.Flags().GetBool("force")
-		m, err := regionClient(cmd).Machines().Get(cmd.Context(), machines.key(args[0]))
-		switch {
-		case err != nil && decompose:
-			return err
-		case err != nil || m.Pod == "" && !decompose:
-			return deleteRecord(cmd, args) // the region says what is wrong, if anything
-		case m.Pod == "":
-			return fmt.Errorf("--decompose: machine %s was not composed on a pod", m.Name)
-		case decompose:
-			_, pod, err := podOfMachine(cmd, m.Uuid)
-			if err != nil {
-				return err
-			}
-			return decomposeVM(cmd, pod, m)
-		case force:
+		if !decompose {
 			return deleteRecord(cmd, args)
 		}
-		return fmt.Errorf("machine %s is a VM composed on pod %s: delete it with --decompose to remove the VM and its volumes too "+
-			"(or ironflow pods decompose), or with --force to delete only the machine and leave the VM on the pod", m.Name, m.Pod)
+		if force, _ := cmd.Flags().GetBool("force"); force {
+			return fmt.Errorf("--decompose and --force: give one (--force deletes only the machine and leaves its VM)")
+		}
+		m, pod, err := podOfMachine(cmd, args[0])
+		if err != nil {
+			return fmt.Errorf("--decompose: %w", err)
+		}
+		return decomposeVM(cmd, pod, m)
 	}
-	c.Flags().BoolVar(&decompose, "decompose", false, "for a machine composed on a pod: decompose its VM (domain and volumes) through the pod's rack, then delete the machine")
+	c.Flags().BoolVar(&decompose, "decompose", false, "for a machine composed on a pod: decompose its VM (domain and volumes) through the pod's rack, which deletes the machine too")
 	addTemporalFlags(c)
 	return c
 }

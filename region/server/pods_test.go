@@ -93,6 +93,10 @@ func TestRackPodCalls(t *testing.T) {
 	doRequest(t, a.Token, http.MethodPost, rackPath(a)+"/vms", clash).apiError(t, http.StatusConflict)
 	doRequest(t, a.Token, http.MethodDelete, rackPath(a)+"/vms/"+clash.Uuid, nil).apiError(t, http.StatusConflict)
 
+	// Deleting the machine alone would leave its VM on the pod: refused unless forced.
+	if msg := e.do(api.RoleAdmin, http.MethodDelete, "/api/v1/machines/"+vm.Uuid, nil).apiError(t, http.StatusConflict); !strings.Contains(msg, "--decompose") {
+		t.Errorf("delete of a pod VM's machine: %s", msg)
+	}
 	for range 2 { // forgetting again finds nothing to do
 		if r := doRequest(t, a.Token, http.MethodDelete, rackPath(a)+"/vms/"+vm.Uuid, nil); r.code != http.StatusNoContent {
 			t.Fatalf("forget: %d %s", r.code, r.body)
@@ -102,6 +106,10 @@ func TestRackPodCalls(t *testing.T) {
 	if got := e.mustDo(api.RoleReadonly, http.MethodGet, podPath, nil, http.StatusOK).json(t)["VMs"].([]any); len(got) != 0 {
 		t.Errorf("pod VMs after forget %v", got)
 	}
+	if r := doRequest(t, a.Token, http.MethodPost, rackPath(a)+"/vms", vm); r.code != http.StatusOK {
+		t.Fatalf("declare again: %d %s", r.code, r.body)
+	}
+	e.mustDo(api.RoleAdmin, http.MethodDelete, "/api/v1/machines/"+vm.Uuid+"?force=true", nil, http.StatusNoContent)
 }
 
 // Work on a pod takes a pod grant, which only an operator or admin gets; it covers that pod

@@ -91,7 +91,7 @@ func (s *Store) ForgetPodVM(ctx context.Context, by Principal, rack, podKey, mac
 		case err == nil && m.Pod != pod.Uuid:
 			return conflictf("machine %s (%s) is not a VM of pod %s", m.Name, m.Uuid, pod.Name)
 		case err == nil:
-			if err := machines.remove(ctx, tx, by, m.Uuid, false); err != nil {
+			if err := machines.remove(ctx, tx, by, m.Uuid, true); err != nil { // force: its VM is gone
 				return err
 			}
 		case errors.Is(classify(err), ErrNotFound):
