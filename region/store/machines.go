@@ -23,7 +23,7 @@ var machines = newKind(kind[api.Machine]{
 	columns: func(m *api.Machine) []column {
 		return []column{{"uuid", m.Uuid}, {"name", m.Name}, {"pool", nullable(m.Pool)}}
 	},
-	validate:     validateMachine,
+	validate: validateMachine,
 	beforeDelete: func(ctx context.Context, tx pgx.Tx, by Principal, m *api.Machine, force bool) error {
 		if err := refusePodVMDelete(ctx, m, force); err != nil {
 			return err
