@@ -43,6 +43,12 @@ func TestPodsFollowTheirRackToAnotherRegion(t *testing.T) {
 	mustA(&pod, "pods", "refresh", "kvm-t")
 	before := compose(mustA)
 
+	// A rack starts degraded until its first heartbeat after it has its config; only an online
+	// rack is transferred.
+	pollUntil(t, 30*time.Second, "rack-a online", func() (bool, error) {
+		r, err := a.Racks().Get(ctx, rack.Uuid)
+		return r.Status == api.RackOnline, err
+	})
 	in := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: rack.Uuid}
 	in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantRack, Key: rack.Uuid, TargetRegion: in.TargetRegion})
 	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.TransferRackID(rack.Uuid), TaskQueue: workflows.TaskQueue}, workflows.TransferRack, in)
