@@ -110,11 +110,12 @@ func (h podHost) removeOnCleanup(t *testing.T, name string) {
 // TestPodsDrivenByTheRack runs pods through the rack on a real stack (region, rack with its
 // worker, Temporal, the migration worker) and a real libvirtd: the CLI adds a local and a
 // qemu+ssh pod, refreshes them, composes and decomposes a VM on each, powers one through the
-// rack; a readonly token changes nothing, a wrong host key is refused, an unreachable pod
-// keeps its facts, and a composed machine is not deleted alone.
+// rack; the rack refreshes its pods on its schedule; a readonly token changes nothing, a
+// wrong host key is refused, an unreachable pod keeps its facts, a composed machine is not
+// deleted alone and a rack that hosts pods not without force.
 func TestPodsDrivenByTheRack(t *testing.T) {
 	h := startPodHost(t)
-	s := startStack(t, dev.StackOptions{RunWorker: true, PodSSHKey: h.rackKey})
+	s := startStack(t, dev.StackOptions{RunWorker: true, PodSSHKey: h.rackKey, PodRefreshInterval: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	a := regionClient(s, "region-a")
@@ -124,7 +125,17 @@ func TestPodsDrivenByTheRack(t *testing.T) {
 	local := "qemu:///system?socket=" + h.socket
 	overSSH := "qemu+ssh://root@" + h.sshd.Addr + "/system?socket=" + h.socket
 
+	// The rack refreshes its pods on its own schedule.
 	var pod api.Pod
+	mustCLI(&pod, "pods", "add", "kvm-scheduled", "--type", "virsh", "--address", local, "--rack", "rack-a")
+	pollUntil(t, 30*time.Second, "the rack's scheduled refresh of kvm-scheduled", func() (bool, error) {
+		p, err := a.Pods().Get(ctx, pod.Uuid)
+		return p.Arch != "" && len(p.StoragePools) > 0, err
+	})
+	if out, err := cli("pods", "delete", pod.Uuid); err != nil {
+		t.Fatalf("delete kvm-scheduled: %v: %s", err, out)
+	}
+
 	mustCLI(&pod, "pods", "add", "kvm-local", "--type", "virsh", "--address", local, "--rack", "rack-a")
 	if pod.Rack != rack.Uuid {
 		t.Fatalf("pod added %+v, want on rack-a %s", pod, rack.Uuid)
