@@ -134,7 +134,8 @@ func (c *Conn) Compose(vm VM) (Composed, error) {
 	dom, err := c.lv.DomainDefineXMLFlags(doc, 0)
 	if err != nil {
 		err = fmt.Errorf("VM %s: define domain: %w", vm.Name, err)
-		if hasCode(err, libvirt.ErrDomExist) || hasCode(err, libvirt.ErrOperationFailed) {
+		var lerr libvirt.Error
+		if errors.As(err, &lerr) && (lerr.Code == uint32(libvirt.ErrDomExist) || lerr.Code == uint32(libvirt.ErrOperationFailed)) {
 			err = refuse(err) // the name (or UUID) is another domain's
 		}
 		return undo(err)
@@ -178,7 +179,7 @@ func (c *Conn) checkRoom(disks []Disk) error {
 	}
 	for name, size := range want {
 		p, err := c.lv.StoragePoolLookupByName(name)
-		if hasCode(err, libvirt.ErrNoStoragePool) {
+		if isNotFound(err, libvirt.ErrNoStoragePool) {
 			return refuse(fmt.Errorf("storage pool %s: %w", name, err))
 		}
 		if err != nil {
@@ -285,7 +286,7 @@ func (c *Conn) domainXML(dom libvirt.Domain) (libvirtxml.Domain, error) {
 func (c *Conn) Existing(name string) (Composed, error) {
 	dom, err := c.lv.DomainLookupByName(name)
 	if err != nil {
-		if hasCode(err, libvirt.ErrNoDomain) {
+		if isNotFound(err, libvirt.ErrNoDomain) {
 			return Composed{}, fmt.Errorf("VM %s: %w", name, ErrNoVM)
 		}
 		return Composed{}, fmt.Errorf("VM %s: %w", name, err)

@@ -52,9 +52,8 @@ func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }
 
 func refuse(err error) error { return refusedError{err} }
 
-// hasCode reports whether err is libvirt's answer with the given code (a missing object
-// of one kind, or another refusal).
-func hasCode(err error, code libvirt.ErrorNumber) bool {
+// isNotFound reports whether err is libvirt's answer for a missing object of the given kind.
+func isNotFound(err error, code libvirt.ErrorNumber) bool {
 	var lerr libvirt.Error
 	return errors.As(err, &lerr) && lerr.Code == uint32(code)
 }

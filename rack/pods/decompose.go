@@ -17,7 +17,7 @@ var ErrNoVM = errors.New("no such VM on the pod")
 func (c *Conn) Decompose(name string) error {
 	dom, err := c.lookupDomain(name)
 	if err != nil {
-		if hasCode(err, libvirt.ErrNoDomain) {
+		if isNotFound(err, libvirt.ErrNoDomain) {
 			return fmt.Errorf("decompose %s: %w", name, ErrNoVM)
 		}
 		return fmt.Errorf("decompose %s: %w", name, err)
@@ -81,7 +81,7 @@ func (c *Conn) deleteVolume(pool, name string) error {
 	}
 	vol, err := c.lv.StorageVolLookupByName(p, name)
 	if err != nil {
-		if hasCode(err, libvirt.ErrNoStorageVol) {
+		if isNotFound(err, libvirt.ErrNoStorageVol) {
 			return nil
 		}
 		return fmt.Errorf("volume %s/%s: %w", pool, name, err)

@@ -69,7 +69,7 @@ func (p pod) volumes(t *testing.T) []string {
 func (p pod) hasDomain(t *testing.T, name string) bool {
 	t.Helper()
 	_, err := p.conn.lv.DomainLookupByName(name)
-	if err != nil && !hasCode(err, libvirt.ErrNoDomain) {
+	if err != nil && !isNotFound(err, libvirt.ErrNoDomain) {
 		t.Fatal(err)
 	}
 	return err == nil

@@ -31,7 +31,7 @@ func ParsePowerAction(s string) (PowerAction, error) {
 func (c *Conn) Power(vm string, a PowerAction) error {
 	dom, err := c.lookupDomain(vm)
 	if err != nil {
-		if hasCode(err, libvirt.ErrNoDomain) {
+		if isNotFound(err, libvirt.ErrNoDomain) {
 			return fmt.Errorf("power %s %s: %w", a, vm, ErrNoVM)
 		}
 		return fmt.Errorf("power %s %s: %w", a, vm, err)
@@ -59,7 +59,7 @@ func (c *Conn) Power(vm string, a PowerAction) error {
 func (c *Conn) PowerState(vm string) (PowerAction, error) {
 	dom, err := c.lookupDomain(vm)
 	if err != nil {
-		if hasCode(err, libvirt.ErrNoDomain) {
+		if isNotFound(err, libvirt.ErrNoDomain) {
 			return "", fmt.Errorf("power state of %s: %w", vm, ErrNoVM)
 		}
 		return "", fmt.Errorf("power state of %s: %w", vm, err)
