@@ -169,8 +169,25 @@ func TestPodsDrivenByTheRack(t *testing.T) {
 	if _, err := s.Client.DescribeWorkflowExecution(ctx, workflows.PodComposeID(pod.Uuid, denied), ""); err == nil {
 		t.Error("the readonly compose started a workflow")
 	}
+	// A start that bypasses the CLI needs a grant for this very pod too: without one, or with
+	// another pod's, the rack refuses before it touches the hypervisor.
+	otherPod, err := a.Pods().Create(ctx, api.Pod{Name: "kvm-other", Rack: rack.Uuid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"", grant(ctx, t, s, "region-a", api.GrantRequest{Kind: api.GrantPod, Key: otherPod.Uuid})} {
+		in := workflows.PodComposeInput{PodTarget: workflows.PodTarget{Pod: pod.Uuid, Rack: rack.Uuid, Grant: g},
+			VM: pods.VM{Name: denied, Cores: 1, MemoryBytes: 128 << 20, Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"}}}
+		run, err := s.Client.ExecuteWorkflow(ctx, workflows.PodStartOptions(workflows.PodComposeID(pod.Uuid, denied)), workflows.PodCompose, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Get(ctx, nil); err == nil || !strings.Contains(err.Error(), "GrantRefused") {
+			t.Errorf("compose with grant %q: %v, want GrantRefused", g, err)
+		}
+	}
 	if h.hasDomain(t, denied) {
-		t.Error("the readonly compose defined a domain")
+		t.Error("a refused compose defined a domain")
 	}
 
 	for _, c := range []struct{ pod, address, hostKey string }{
