@@ -29,14 +29,11 @@ type Dialer struct {
 
 // Dial connects to pod. An address it cannot use is an ErrRefused error.
 func (d Dialer) Dial(pod api.Pod) (*Conn, error) {
-	u, err := url.Parse(pod.PowerAddress)
+	u, err := parseAddress(pod)
 	if err != nil {
-		return nil, refuse(fmt.Errorf("pod %s address %q: %w", pod.Name, pod.PowerAddress, err))
+		return nil, err
 	}
-	socket := u.Query().Get("socket")
-	if socket == "" {
-		socket = DefaultSocket
-	}
+	socket := socketOf(u)
 	switch {
 	case u.Scheme == "qemu" && u.Host == "" && u.Path == "/system":
 		return DialUnix(socket, d.Timeout)
@@ -48,6 +45,22 @@ func (d Dialer) Dial(pod api.Pod) (*Conn, error) {
 		return DialSSH(s, d.Timeout)
 	}
 	return nil, refuse(fmt.Errorf("pod %s address %q: want qemu:///system or qemu+ssh://user@host[:port]/system (with an optional ?socket=PATH)", pod.Name, pod.PowerAddress))
+}
+
+func parseAddress(pod api.Pod) (*url.URL, error) {
+	u, err := url.Parse(pod.PowerAddress)
+	if err != nil {
+		return nil, refuse(fmt.Errorf("pod %s address %q: %w", pod.Name, pod.PowerAddress, err))
+	}
+	return u, nil
+}
+
+// socketOf is the daemon's socket an address names (?socket=PATH), else DefaultSocket.
+func socketOf(u *url.URL) string {
+	if s := u.Query().Get("socket"); s != "" {
+		return s
+	}
+	return DefaultSocket
 }
 
 // ssh reads the SSH side of a qemu+ssh address.
