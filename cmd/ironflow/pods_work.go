@@ -37,6 +37,9 @@ func runPodWork(cmd *cobra.Command, pod api.Pod, w podWork, out any) error {
 		return err
 	}
 	defer tc.Close()
+	if err := moves.RackPolls(cmd.Context(), tc, pod.Rack); err != nil {
+		return fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
 	in := w.input(workflows.PodTarget{Pod: pod.Uuid, Rack: pod.Rack, Grant: g.Token})
 	run, err := moves.StartPodWork(cmd.Context(), tc, w.id, g.Token, w.workflow, in)
 	var running *moves.AlreadyRunningError
