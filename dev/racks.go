@@ -76,17 +76,19 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		}
 	}
 	opts := rack.Options{
-		StateDir:        stateDir,
-		DHCPRelayListen: rk.DHCPRelay,
-		ServerIP:        netip.MustParseAddr("127.0.0.1"),
-		TFTPListen:      rk.TFTP,
-		DNSListen:       []string{rk.DNS},
-		HTTPListen:      fmt.Sprintf("127.0.0.1:%d", httpPort),
-		BootDir:         bootDir,
-		Temporal:        client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)},
-		RegionSecrets:   secrets,
-		Version:         s.version,
-		Logger:          s.log.With("rack", name),
+		StateDir:           stateDir,
+		DHCPRelayListen:    rk.DHCPRelay,
+		ServerIP:           netip.MustParseAddr("127.0.0.1"),
+		TFTPListen:         rk.TFTP,
+		DNSListen:          []string{rk.DNS},
+		HTTPListen:         fmt.Sprintf("127.0.0.1:%d", httpPort),
+		BootDir:            bootDir,
+		Temporal:           client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)},
+		RegionSecrets:      secrets,
+		PodSSHKeyFile:      s.podSSHKey,
+		PodRefreshInterval: s.podRefresh,
+		Version:            s.version,
+		Logger:             s.log.With("rack", name),
 	}
 	s.group.Go(func() error { return rack.Serve(s.runCtx, opts) })
 	s.Racks[name] = rk

@@ -43,6 +43,8 @@ type StackOptions struct {
 	RunWorker           bool                  // run the migration worker in this process
 	ESXi                activities.ESXiConfig // that worker's SSH to ESXi hosts; zero: only hosts with an agent
 	NoRacks             bool                  // regions only: no rack controllers
+	PodSSHKey           string                // the racks' private key file for qemu+ssh pods (rack serve --pod-ssh-key)
+	PodRefreshInterval  time.Duration         // how often the racks refresh their pods; 0: rack.DefaultPodRefreshInterval
 	Logger              *slog.Logger
 	TemporalLogFile     string
 	Version             string // reported by the regions' /api/v1/info
@@ -75,17 +77,19 @@ type Stack struct {
 	Racks      map[string]*Rack
 	Client     client.Client // Temporal client
 
-	log     *slog.Logger
-	version string
-	tempDir bool
-	runCtx  context.Context // ends when Stop is called
-	cancel  context.CancelFunc
-	group   *errgroup.Group
+	log        *slog.Logger
+	version    string
+	podSSHKey  string
+	podRefresh time.Duration
+	tempDir    bool
+	runCtx     context.Context // ends when Stop is called
+	cancel     context.CancelFunc
+	group      *errgroup.Group
 }
 
 // StartStack starts everything and returns when every part answers.
 func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
-	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version}
+	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version, podSSHKey: opts.PodSSHKey, podRefresh: opts.PodRefreshInterval}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -38,7 +38,7 @@ func TestDNSFollowsARackTransfer(t *testing.T) {
 		return answered(c.ask(t, "udp", "birdy.a.example.", mdns.TypeA), want)
 	})
 
-	acts := rackacts.New(rk.p.ctrl, map[string]string{"region-b": testSecret})
+	acts := rackacts.New(rk.p.ctrl, map[string]string{"region-b": testSecret}, rackacts.Pods{})
 	if _, err := acts.SwapRegionEndpoints(ctx, rackacts.SwapRegionEndpointsInput{URLs: []string{m.dst.URL}, Secret: "region-b"}); err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,7 @@ func TestRackMovesToAnotherRegion(t *testing.T) {
 	rk := startRack(t, o)
 	agent := newRelayAgent(t, o.DHCPRelayListen)
 	testutil.Eventually(t, 10*time.Second, "the reserved address over DHCP", func() bool { return agent.dora(t, mac) == reserved })
-	acts := rackacts.New(rk.p.ctrl, map[string]string{"region-b": testSecret, "wrong": "not-the-secret"})
+	acts := rackacts.New(rk.p.ctrl, map[string]string{"region-b": testSecret, "wrong": "not-the-secret"}, rackacts.Pods{})
 
 	refusals := []struct {
 		name, errType string

@@ -71,7 +71,7 @@ func (r regionAPI) post(ctx context.Context, path string, in, out any) error {
 }
 
 // call sends in (if not nil) as JSON to path with the rack's token and decodes a 2xx answer
-// into out.
+// into out (if not nil).
 func (r regionAPI) call(ctx context.Context, method, full string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -105,6 +105,9 @@ func (r regionAPI) call(ctx context.Context, method, full string, in, out any) e
 			e.Error = string(bytes.TrimSpace(data[:min(len(data), 512)]))
 		}
 		return &statusError{method: method, path: full, status: resp.Status, code: resp.StatusCode, msg: e.Error}
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s %s: decode answer: %w", method, full, err)

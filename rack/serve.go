@@ -24,6 +24,7 @@ import (
 	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/leases"
+	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/rack/ra"
 	"github.com/ironflow/ironflow/rack/regionlink"
 	"github.com/ironflow/ironflow/rack/syslog"
@@ -57,6 +58,12 @@ type Options struct {
 	Temporal      client.Options    // the rack's worker; an empty HostPort runs none
 	RegionSecrets map[string]string // rack secrets of regions the rack may move to, by name
 
+	// PodSSHKeyFile is the rack's private key for the qemu+ssh pods it hosts; "" refuses them.
+	PodSSHKeyFile string
+	// PodRefreshInterval is how often the rack refreshes its pods' facts (default
+	// DefaultPodRefreshInterval; negative: never, only on demand).
+	PodRefreshInterval time.Duration
+
 	HeartbeatInterval   time.Duration // default api.RackHeartbeatInterval
 	RegionCheckInterval time.Duration // region health checks and config sync (default 5s)
 	Version             string
@@ -87,6 +94,7 @@ type process struct {
 	link       *regionlink.Link
 	auth       *rackAuth
 	ctrl       *controller
+	pods       pods.Dialer
 	services   []func(context.Context) error // the servers, sockets open
 	syslogAddr netip.AddrPort                // where the syslog receiver listens, when it does
 	closers    []func() error
@@ -105,6 +113,12 @@ func open(o Options) (_ *process, err error) {
 	}()
 	if p.st, err = LoadState(o.StateDir); err != nil {
 		return nil, err
+	}
+	p.pods.Timeout = podDialTimeout
+	if o.PodSSHKeyFile != "" {
+		if p.pods.SSHKey, err = pods.LoadSSHKey(o.PodSSHKeyFile); err != nil {
+			return nil, err
+		}
 	}
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
@@ -276,11 +290,14 @@ func (p *process) run(ctx context.Context) error {
 	g.Go(func() error { return p.link.Serve(asRack(ctx)) })
 	g.Go(func() error { return p.ctrl.heartbeats(ctx, p.o.HeartbeatInterval) })
 	g.Go(func() error { return p.uploader.Serve(asRack(ctx)) })
+	acts := rackacts.New(p.ctrl, p.o.RegionSecrets, rackacts.Pods{Region: p.ctrl.region, Dialer: p.pods})
 	if p.o.Temporal.HostPort != "" {
-		acts := rackacts.New(p.ctrl, p.o.RegionSecrets)
 		g.Go(func() error { return runWorker(ctx, p.o, p.st.Uuid, acts, p.log.With("component", "worker")) })
 	} else {
 		p.log.Info("no Temporal address: the rack runs no worker")
+	}
+	if p.o.PodRefreshInterval > 0 {
+		g.Go(func() error { return refreshPods(ctx, p.o.PodRefreshInterval, acts, p.log.With("component", "pods")) })
 	}
 	p.log.Info("rack serving", "rack", p.st.Uuid, "name", p.st.Name, "region", p.st.Region.Name, "endpoints", p.link.Endpoints())
 	return g.Wait()
@@ -312,6 +329,9 @@ func (o *Options) defaults() error {
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = api.RackHeartbeatInterval
+	}
+	if o.PodRefreshInterval == 0 {
+		o.PodRefreshInterval = DefaultPodRefreshInterval
 	}
 	if o.IPXEDir == "" {
 		o.IPXEDir = bootfs.DebianIPXEDir

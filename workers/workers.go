@@ -47,6 +47,10 @@ func RegisterMigration(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.BulkMigrate)
 	r.RegisterWorkflow(workflows.MigrateMachineBatch)
 	r.RegisterWorkflow(workflows.ListRegions)
+	r.RegisterWorkflow(workflows.PodCompose)
+	r.RegisterWorkflow(workflows.PodDecompose)
+	r.RegisterWorkflow(workflows.PodRefresh)
+	r.RegisterWorkflow(workflows.PodPower)
 	r.RegisterActivity(acts)
 }
 

@@ -38,6 +38,17 @@ func TransferRackStartOptions(rackUUID string) client.StartWorkflowOptions {
 	return startOptions(TransferRackID(rackUUID))
 }
 
+// Pod workflow IDs: one compose per VM name of a pod, one refresh per pod, one decompose
+// and one power action per machine at a time.
+func PodComposeID(pod, vmName string) string { return "pod-compose/" + pod + "/" + vmName }
+func PodRefreshID(pod string) string         { return "pod-refresh/" + pod }
+func PodDecomposeID(machine string) string   { return "pod-decompose/" + machine }
+func PodPowerID(machine string) string       { return "pod-power/" + machine }
+
+// PodStartOptions are the options to start a pod workflow under id (one of the Pod…ID): a
+// running one of the same id makes the start fail.
+func PodStartOptions(id string) client.StartWorkflowOptions { return startOptions(id) }
+
 // startOptions start a move with workflow ID id, refusing while a run of id is open; a
 // closed run of id does not block a new move of the same subject.
 func startOptions(id string) client.StartWorkflowOptions {

@@ -233,7 +233,7 @@ func registerTransfer(r, rack worker.Registry, acts *transferActs, children *fak
 	r.RegisterWorkflow(workflows.MigrateMachineBatch)
 	r.RegisterWorkflowWithOptions(children.migrate, workflow.RegisterOptions{Name: "MigrateMachine"})
 	r.RegisterActivity(acts)
-	rack.RegisterActivity(rackacts.New(fakeRack{acts}, map[string]string{"west": "west-secret"}))
+	rack.RegisterActivity(rackacts.New(fakeRack{acts}, map[string]string{"west": "west-secret"}, rackacts.Pods{}))
 }
 
 func (e *transferEnv) run(in workflows.TransferRackInput) (workflows.TransferRackResult, error) {

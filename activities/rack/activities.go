@@ -82,12 +82,13 @@ const (
 type Activities struct {
 	rack    Controller
 	secrets map[string]string // rack secrets of regions, by name
+	pods    Pods
 }
 
 // New returns the activities of rack; secrets maps names to the rack secrets of the regions
-// the rack may be moved to.
-func New(rack Controller, secrets map[string]string) *Activities {
-	return &Activities{rack: rack, secrets: secrets}
+// the rack may be moved to, pods is how it reaches the pods it hosts.
+func New(rack Controller, secrets map[string]string, pods Pods) *Activities {
+	return &Activities{rack: rack, secrets: secrets, pods: pods}
 }
 
 // ReportState returns the rack's identity, region, lease count and which services run.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -49,7 +50,7 @@ func TestSwapRegionEndpointsErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeRack{err: c.rackErr}
-			res, err := New(f, map[string]string{"region-b": "s3cret"}).SwapRegionEndpoints(context.Background(), c.in)
+			res, err := New(f, map[string]string{"region-b": "s3cret"}, Pods{}).SwapRegionEndpoints(context.Background(), c.in)
 			var appErr *temporal.ApplicationError
 			switch {
 			case c.wantType == "" && (err != nil || res.Region != "region-b" || res.RegionUuid != "b-uuid"):
@@ -72,11 +73,19 @@ func TestSwapRegionEndpointsErrors(t *testing.T) {
 }
 
 func TestExportLeasesCounts(t *testing.T) {
-	res, err := New(&fakeRack{}, nil).ExportLeases(context.Background())
+	res, err := New(&fakeRack{}, nil, Pods{}).ExportLeases(context.Background())
 	if err != nil || res.Exported != 3 {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	if _, err := New(&fakeRack{err: errors.New("region down")}, nil).ExportLeases(context.Background()); err == nil {
+	if _, err := New(&fakeRack{err: errors.New("region down")}, nil, Pods{}).ExportLeases(context.Background()); err == nil {
 		t.Fatal("a failed export succeeded")
 	}
+}
+
+// The rack's worker registers the whole Activities struct: every exported method must be an
+// activity (a helper method such as an option setter makes the registration panic and the
+// rack's worker never start).
+func TestActivitiesRegister(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	suite.NewTestActivityEnvironment().RegisterActivity(New(&fakeRack{}, nil, Pods{}))
 }

@@ -36,7 +36,13 @@ var machines = noun[api.Machine]{
 }
 
 func newMachinesCommand() *cobra.Command {
-	return machines.command(append(machines.crud(), newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand(), newMachinesInventoryCommand())...)
+	crud := machines.crud()
+	for i, c := range crud {
+		if c.Name() == "delete" {
+			crud[i] = withPodVMDelete(c)
+		}
+	}
+	return machines.command(append(crud, newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand(), newMachinesInventoryCommand(), newMachinesPowerCommand())...)
 }
 
 func newMigrateTicketCommand() *cobra.Command {

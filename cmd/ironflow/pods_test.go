@@ -2,22 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/ironflow/ironflow/dev/libvirtdtest"
-	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -87,160 +79,18 @@ func newPodRegion(t *testing.T, pod api.Pod) *podRegion {
 		}
 		answer(w, http.StatusNotFound, api.Error{Error: "machines not found", Code: 404})
 	})
+	mux.HandleFunc("POST /api/v1/migrate-grants", func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, http.StatusForbidden, api.Error{Error: `role "readonly" may not write grants`, Code: 403})
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
 	return r
 }
 
-func TestPodsRefreshStoresTheHypervisorsFacts(t *testing.T) {
-	_, pool, pod := startPodHost(t)
-	pod.StorageGiB = 1
-	r := newPodRegion(t, pod)
-
-	code, out, stderr := (&fakeRegion{url: r.url}).cli(t, "", "pods", "refresh", "kvm-01", "-o", "json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	var got api.Pod
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	i := slices.IndexFunc(got.StoragePools, func(sp api.PodStoragePool) bool { return sp.Name == pool })
-	if i < 0 {
-		t.Fatalf("pool %s not stored: %+v", pool, got.StoragePools)
-	}
-	sp := got.StoragePools[i]
-	if sp.Type != "dir" || filepath.Base(sp.Path) != "pool" || sp.CapacityBytes == 0 || sp.AvailableBytes == 0 {
-		t.Errorf("stored pool %+v", sp)
-	}
-	if got.Arch == "" || got.Cores < 1 || got.MemoryMiB < 1 || got.StorageGiB <= 1 {
-		t.Errorf("stored pod facts: arch %q cores %d memory %d MiB storage %d GiB", got.Arch, got.Cores, got.MemoryMiB, got.StorageGiB)
-	}
-	if len(r.patches) != 1 {
-		t.Fatalf("%d patches, want the facts in one", len(r.patches))
-	}
-	for _, field := range []string{"Arch", "Cores", "MemoryMiB", "StorageGiB", "StoragePools", "Networks"} {
-		if _, ok := r.patches[0][field]; !ok {
-			t.Errorf("patch without %s", field)
-		}
-	}
-}
-
-func TestPodsRefreshRefusesAnUnreachablePodAndStoresNothing(t *testing.T) {
-	for _, c := range []struct{ address, want string }{
-		{"qemu+ssh://root@kvm-01/system", "libvirt over SSH is not supported yet"},
-		{"xen:///", "want qemu:///system"},
-		{"qemu:///system?socket=" + filepath.Join(t.TempDir(), "none"), "connect to libvirt"},
-	} {
-		r := newPodRegion(t, api.Pod{Uuid: "0d000000-0000-4000-8000-000000000001", Name: "kvm-01", PowerAddress: c.address})
-		code, _, stderr := (&fakeRegion{url: r.url}).cli(t, "", "pods", "refresh", "kvm-01")
-		if code == 0 || !strings.Contains(stderr, c.want) {
-			t.Errorf("%s: exit %d, stderr %q, want an error with %q", c.address, code, stderr, c.want)
-		}
-		if len(r.patches) != 0 {
-			t.Errorf("%s: patched %v", c.address, r.patches)
-		}
-	}
-}
-
 // machine is the index of the declared machine with key (a UUID or Name:name), or -1.
 func (r *podRegion) machine(key string) int {
 	return slices.IndexFunc(r.machines, func(m api.Machine) bool { return key == m.Uuid || key == "Name:"+m.Name })
-}
-
-// startPodHost is a real libvirtd with a dir pool (its files in a directory named pool), and
-// the pod record pointing at it.
-func startPodHost(t *testing.T) (socket, pool string, pod api.Pod) {
-	dir := t.TempDir()
-	socket = libvirtdtest.Start(t, dir)
-	pool = "ironflow-cli-" + filepath.Base(dir)
-	libvirtdtest.DirPool(t, socket, pool, filepath.Join(dir, "pool"))
-	return socket, pool, api.Pod{
-		Uuid: "0d000000-0000-4000-8000-000000000001", Name: "kvm-01", Type: "virsh", Rack: "0a000000-0000-4000-8000-000000000001",
-		PowerAddress: "qemu:///system?socket=" + socket, VMs: []string{},
-	}
-}
-
-func TestPodsComposeThenDecompose(t *testing.T) {
-	socket, pool, pod := startPodHost(t)
-	r := newPodRegion(t, pod)
-	name := fmt.Sprintf("ironflow-cli-%d", time.Now().UnixNano())
-	code, out, stderr := (&fakeRegion{url: r.url}).cli(t, "", "pods", "compose", "kvm-01", "--name", name,
-		"--cores", "2", "--memory", "256M", "--storage", pool+":1G", "--bridge", "br0", "-o", "json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	conn, err := pods.DialUnix(socket, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	defer conn.Decompose(name)
-
-	var m api.Machine
-	if err := json.Unmarshal([]byte(out), &m); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if len(r.machines) != 1 || m.Name != name || m.Pod != pod.Uuid || m.Rack != pod.Rack || len(m.HardwareAddrs) != 1 || m.Status != api.StatusNew {
-		t.Fatalf("declared %+v (%d machines)", m, len(r.machines))
-	}
-	if _, err := uuid.Parse(m.Uuid); err != nil || m.Fingerprint.SystemUUID != m.Uuid {
-		t.Errorf("machine Uuid %q, SMBIOS UUID %q: want the VM's in both: %v", m.Uuid, m.Fingerprint.SystemUUID, err)
-	}
-	if len(r.patches) != 1 || string(r.patches[0]["VMs"]) != `["`+m.Uuid+`"]` {
-		t.Errorf("pod patches %v, want VMs set to the machine", r.patches)
-	}
-	if vols := libvirtdtest.Volumes(t, socket, pool); !slices.Equal(vols, []string{name + "-disk0"}) {
-		t.Errorf("pool volumes %v", vols)
-	}
-
-	f := &fakeRegion{url: r.url}
-	if code, _, stderr := f.cli(t, "", "pods", "decompose", "kvm-01", name); code != 0 {
-		t.Fatalf("decompose: exit %d: %s", code, stderr)
-	}
-	if vols := libvirtdtest.Volumes(t, socket, pool); len(vols) != 0 {
-		t.Errorf("volumes left after decompose: %v", vols)
-	}
-	if err := conn.Decompose(name); !errors.Is(err, pods.ErrNoVM) {
-		t.Errorf("domain after decompose: %v, want it gone", err)
-	}
-	if len(r.machines) != 0 || len(r.patches) != 2 || string(r.patches[1]["VMs"]) != "[]" {
-		t.Errorf("region after decompose: machines %v, pod patches %v", r.machines, r.patches)
-	}
-	// A machine of another pod is refused.
-	r.machines = append(r.machines, api.Machine{Uuid: "3a000000-0000-4000-8000-000000000009", Name: "other", Pod: "0d000000-0000-4000-8000-000000000002"})
-	if code, _, stderr := f.cli(t, "", "pods", "decompose", "kvm-01", "other"); code == 0 || !strings.Contains(stderr, "is not a VM of pod kvm-01") {
-		t.Errorf("decompose of another pod's machine: exit %d, %s", code, stderr)
-	}
-}
-
-// When the region refuses the machine, the VM composed for it is decomposed: the hypervisor has
-// neither its domain nor its volume.
-func TestPodsComposeRefusedByTheRegionLeavesNothingOnThePod(t *testing.T) {
-	socket, pool, pod := startPodHost(t)
-	r := newPodRegion(t, pod)
-	r.refuse = true
-	name := fmt.Sprintf("ironflow-cli-%d", time.Now().UnixNano())
-	code, _, stderr := (&fakeRegion{url: r.url}).cli(t, "", "pods", "compose", "kvm-01", "--name", name,
-		"--memory", "256M", "--storage", pool+":1G", "--bridge", "br0")
-	if code == 0 || !strings.Contains(stderr, "declare machine "+name) || !strings.Contains(stderr, "already exists") {
-		t.Fatalf("exit %d, stderr %q: want the region's refusal", code, stderr)
-	}
-	if vols := libvirtdtest.Volumes(t, socket, pool); len(vols) != 0 {
-		t.Errorf("volumes left: %v", vols)
-	}
-	conn, err := pods.DialUnix(socket, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.Decompose(name); !errors.Is(err, pods.ErrNoVM) {
-		t.Errorf("domain %s: %v, want it gone", name, err)
-	}
-	if len(r.patches) != 0 {
-		t.Errorf("pod patched: %v", r.patches)
-	}
 }
 
 func TestPodsComposeBadFlags(t *testing.T) {
@@ -261,5 +111,58 @@ func TestPodsComposeBadFlags(t *testing.T) {
 		if len(r.machines) != 0 || len(r.patches) != 0 {
 			t.Errorf("%v: region changed", c.args)
 		}
+	}
+}
+
+// Every pod command that changes something asks the region for a pod grant first: a token the
+// region refuses it to (readonly) gets the region's answer, and no workflow starts (the
+// Temporal address here is a closed port: reaching it would fail differently).
+func TestPodWorkNeedsAGrantFromTheRegion(t *testing.T) {
+	pod := api.Pod{Uuid: "0d000000-0000-4000-8000-000000000001", Name: "kvm-01", Rack: "0a000000-0000-4000-8000-000000000001", PowerAddress: "qemu:///system"}
+	r := newPodRegion(t, pod)
+	r.machines = []api.Machine{{Uuid: "3a000000-0000-4000-8000-000000000001", Name: "vm-1", Pod: pod.Uuid}}
+	closed := "127.0.0.1:1"
+	for _, args := range [][]string{
+		{"pods", "refresh", "kvm-01"},
+		{"pods", "compose", "kvm-01", "--storage", "default:1G", "--bridge", "br0"},
+		{"pods", "decompose", "kvm-01", "vm-1"},
+		{"machines", "power", "on", "vm-1"},
+		{"machines", "delete", "vm-1", "--decompose"},
+	} {
+		code, _, stderr := (&fakeRegion{url: r.url}).cli(t, "", append(args, "--temporal-address", closed)...)
+		if code == 0 || !strings.Contains(stderr, "did not authorise work on pod kvm-01 (it takes an operator or admin token)") ||
+			!strings.Contains(stderr, `role "readonly" may not write grants`) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	if len(r.machines) != 1 || len(r.patches) != 0 {
+		t.Errorf("region changed: machines %v, patches %v", r.machines, r.patches)
+	}
+}
+
+// --decompose is for machines composed on a pod, and power too; an unknown action is refused.
+func TestPodVMMachineDeleteAndPowerRefusals(t *testing.T) {
+	pod := api.Pod{Uuid: "0d000000-0000-4000-8000-000000000001", Name: "kvm-01", Rack: "0a000000-0000-4000-8000-000000000001"}
+	r := newPodRegion(t, pod)
+	r.machines = []api.Machine{
+		{Uuid: "3a000000-0000-4000-8000-000000000001", Name: "vm-1", Pod: pod.Uuid},
+		{Uuid: "3a000000-0000-4000-8000-000000000002", Name: "metal-1"},
+	}
+	f := &fakeRegion{url: r.url}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"machines", "delete", "Name:metal-1", "--decompose"}, "--decompose: machine metal-1 was not composed on a pod"},
+		{[]string{"machines", "delete", "Name:vm-1", "--decompose", "--force"}, "--decompose and --force: give one"},
+		{[]string{"machines", "power", "on", "Name:metal-1"}, "machine metal-1 was not composed on a pod"},
+		{[]string{"machines", "power", "reset", "Name:vm-1"}, `power action "reset": want on, off or cycle`},
+	} {
+		if code, _, stderr := f.cli(t, "", c.args...); code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
+		}
+	}
+	if len(r.machines) != 2 {
+		t.Fatalf("machines %v after refusals", r.machines)
 	}
 }

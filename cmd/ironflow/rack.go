@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -41,6 +42,8 @@ var rackFlagEnvs = map[string]string{
 	"syslog-listen":         "IRONFLOW_SYSLOG_LISTEN",
 	"boot-dir":              "IRONFLOW_BOOT_DIR",
 	"region-secrets-file":   "IRONFLOW_RACK_REGION_SECRETS_FILE",
+	"pod-ssh-key":           "IRONFLOW_RACK_POD_SSH_KEY",
+	"pod-refresh-interval":  "IRONFLOW_RACK_POD_REFRESH_INTERVAL",
 }
 
 // rackFlag is the flag's value, else its environment variable, else its default.
@@ -134,6 +137,8 @@ func newRackServeCommand() *cobra.Command {
 	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+rackEnvHelp("http-boot-url"))
 	f.String("boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP"+rackEnvHelp("boot-dir"))
 	f.String("region-secrets-file", "", "rack secrets of the regions this rack may move to"+rackEnvHelp("region-secrets-file"))
+	f.String("pod-ssh-key", "", "private key file the rack logs in with to its qemu+ssh pods (their host keys are recorded on the pods)"+rackEnvHelp("pod-ssh-key"))
+	f.Duration("pod-refresh-interval", rack.DefaultPodRefreshInterval, "how often the rack refreshes the facts of its pods; 0 never (on demand only)"+rackEnvHelp("pod-refresh-interval"))
 	addLogFlags(c)
 	addTemporalFlags(c)
 	// A rack runs its worker only when a Temporal address is given.
@@ -180,6 +185,15 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 		return rack.Options{}, err
 	}
 	o.RegionSecrets = secrets
+	o.PodSSHKeyFile = rackFlag(cmd, "pod-ssh-key")
+	every, err := time.ParseDuration(rackFlag(cmd, "pod-refresh-interval"))
+	if err != nil || every < 0 {
+		return rack.Options{}, fmt.Errorf("--pod-refresh-interval %q: want a duration such as 5m, or 0", rackFlag(cmd, "pod-refresh-interval"))
+	}
+	o.PodRefreshInterval = every
+	if every == 0 {
+		o.PodRefreshInterval = -1 // the rack's "never"
+	}
 	return o, nil
 }
 

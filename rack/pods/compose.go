@@ -15,6 +15,7 @@ import (
 // VM asks for one VM on a pod.
 type VM struct {
 	Name        string
+	UUID        string // the domain's UUID; empty: a fresh one
 	Arch        string // empty: the pod's own architecture
 	Cores       int
 	MemoryBytes uint64
@@ -86,7 +87,7 @@ func (vm VM) validate() error {
 // fails, the volumes it already created are deleted again.
 func (c *Conn) Compose(vm VM) (Composed, error) {
 	if err := vm.validate(); err != nil {
-		return Composed{}, err
+		return Composed{}, refuse(err)
 	}
 	caps, err := c.capabilities()
 	if err != nil {
@@ -98,13 +99,16 @@ func (c *Conn) Compose(vm VM) (Composed, error) {
 	}
 	domainType, err := guestDomainType(caps, arch)
 	if err != nil {
-		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+		return Composed{}, refuse(fmt.Errorf("VM %s: %w", vm.Name, err))
 	}
 	if err := c.checkRoom(vm.Disks); err != nil {
 		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
 	}
 
-	out := Composed{Name: vm.Name, UUID: uuid.NewString()}
+	out := Composed{Name: vm.Name, UUID: vm.UUID}
+	if out.UUID == "" {
+		out.UUID = uuid.NewString()
+	}
 	var created []libvirt.StorageVol
 	undo := func(cause error) (Composed, error) {
 		var errs []error
@@ -129,7 +133,12 @@ func (c *Conn) Compose(vm VM) (Composed, error) {
 	}
 	dom, err := c.lv.DomainDefineXMLFlags(doc, 0)
 	if err != nil {
-		return undo(fmt.Errorf("VM %s: define domain: %w", vm.Name, err))
+		err = fmt.Errorf("VM %s: define domain: %w", vm.Name, err)
+		var lerr libvirt.Error
+		if errors.As(err, &lerr) && (lerr.Code == uint32(libvirt.ErrDomExist) || lerr.Code == uint32(libvirt.ErrOperationFailed)) {
+			err = refuse(err) // the name (or UUID) is another domain's
+		}
+		return undo(err)
 	}
 	if out.MAC, err = c.domainMAC(dom); err != nil {
 		return undo(errors.Join(err, c.undefine(dom)))
@@ -170,6 +179,9 @@ func (c *Conn) checkRoom(disks []Disk) error {
 	}
 	for name, size := range want {
 		p, err := c.lv.StoragePoolLookupByName(name)
+		if isNotFound(err, libvirt.ErrNoStoragePool) {
+			return refuse(fmt.Errorf("storage pool %s: %w", name, err))
+		}
 		if err != nil {
 			return fmt.Errorf("storage pool %s: %w", name, err)
 		}
@@ -178,10 +190,10 @@ func (c *Conn) checkRoom(disks []Disk) error {
 			return err
 		}
 		if !sp.Active {
-			return fmt.Errorf("storage pool %s is not active", name)
+			return refuse(fmt.Errorf("storage pool %s is not active", name))
 		}
 		if size > sp.AvailableBytes {
-			return fmt.Errorf("storage pool %s has %d bytes available, the disks want %d", name, sp.AvailableBytes, size)
+			return refuse(fmt.Errorf("storage pool %s has %d bytes available, the disks want %d", name, sp.AvailableBytes, size))
 		}
 	}
 	return nil
@@ -267,4 +279,32 @@ func (c *Conn) domainXML(dom libvirt.Domain) (libvirtxml.Domain, error) {
 		return libvirtxml.Domain{}, fmt.Errorf("parse domain %s: %w", dom.Name, err)
 	}
 	return x, nil
+}
+
+// Existing reads back the VM named name as Compose made it: its UUID, its NIC's MAC and its pool
+// volumes. A compose retried after it succeeded finds its VM here instead of composing twice.
+func (c *Conn) Existing(name string) (Composed, error) {
+	dom, err := c.lv.DomainLookupByName(name)
+	if err != nil {
+		if isNotFound(err, libvirt.ErrNoDomain) {
+			return Composed{}, fmt.Errorf("VM %s: %w", name, ErrNoVM)
+		}
+		return Composed{}, fmt.Errorf("VM %s: %w", name, err)
+	}
+	x, err := c.domainXML(dom)
+	if err != nil {
+		return Composed{}, err
+	}
+	out := Composed{Name: name, UUID: x.UUID}
+	if x.Devices != nil {
+		for _, d := range x.Devices.Disks {
+			if d.Source != nil && d.Source.Volume != nil {
+				out.Volumes = append(out.Volumes, Volume{Pool: d.Source.Volume.Pool, Name: d.Source.Volume.Volume})
+			}
+		}
+		if len(x.Devices.Interfaces) == 1 && x.Devices.Interfaces[0].MAC != nil {
+			out.MAC = x.Devices.Interfaces[0].MAC.Address
+		}
+	}
+	return out, nil
 }

@@ -39,6 +39,19 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// ErrRefused marks what the request or the pod makes impossible: a bad request, a pool
+// without room, an architecture the pod cannot run, a name another domain has, a pod address
+// that cannot be reached this way, a wrong host key. Retrying the same call cannot succeed.
+var ErrRefused = errors.New("refused")
+
+// refusedError is an error marked ErrRefused; its message is the cause's.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string   { return e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }
+
+func refuse(err error) error { return refusedError{err} }
+
 // isNotFound reports whether err is libvirt's answer for a missing object of the given kind.
 func isNotFound(err error, code libvirt.ErrorNumber) bool {
 	var lerr libvirt.Error

@@ -29,7 +29,7 @@ type SSH struct {
 func DialSSH(s SSH, timeout time.Duration) (*Conn, error) {
 	want, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s.HostKey))
 	if err != nil {
-		return nil, fmt.Errorf("pod ssh %s: recorded host key: %w", s.Addr, err)
+		return nil, refuse(fmt.Errorf("pod ssh %s: recorded host key: %w", s.Addr, err))
 	}
 	cfg := &ssh.ClientConfig{
 		User:              s.User,
@@ -44,6 +44,9 @@ func DialSSH(s SSH, timeout time.Duration) (*Conn, error) {
 		},
 	}
 	client, err := ssh.Dial("tcp", s.Addr, cfg)
+	if errors.Is(err, ErrHostKeyMismatch) {
+		return nil, refuse(fmt.Errorf("pod ssh %s: %w", s.Addr, err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pod ssh %s: %w", s.Addr, err)
 	}

@@ -24,6 +24,9 @@ const (
 	GrantMachine = "machine" // one machine
 	GrantRack    = "rack"    // the rack transfer of one rack, and the machines in it
 	GrantBulk    = "bulk"    // a bulk migration, and the machines its selector matches
+	// GrantPod authorises operations on one KVM pod of the issuing region (refresh, compose,
+	// decompose, power of its VMs); it has no TargetRegion.
+	GrantPod = "pod"
 )
 
 // DefaultGrantTTL is the validity of a grant when the request does not say: long enough to
@@ -36,9 +39,9 @@ const MaxGrantTTL = 366 * 24 * time.Hour
 // GrantRequest asks the source region for a grant.
 type GrantRequest struct {
 	Kind         string        `json:"Kind"`         // GrantMachine, GrantRack or GrantBulk
-	Key          string        `json:"Key"`          // machine or rack key (machine, rack); "" for bulk
+	Key          string        `json:"Key"`          // machine, rack or pod key (machine, rack, pod); "" for bulk
 	Selector     GrantSelector `json:"Selector"`     // bulk only
-	TargetRegion string        `json:"TargetRegion"` // name of the region the move goes to
+	TargetRegion string        `json:"TargetRegion"` // name of the region the move goes to; "" for a pod
 	TTL          time.Duration `json:"TTL"`          // 0: DefaultGrantTTL
 }
 

@@ -44,23 +44,37 @@ type Pool struct {
 
 // Pod is a KVM host that a rack controls.
 type Pod struct {
-	Uuid         string            `json:"Uuid"`
-	Name         string            `json:"Name"`
-	Type         string            `json:"Type"` // e.g. "virsh"
-	PowerAddress string            `json:"PowerAddress"`
-	Rack         string            `json:"Rack"` // rack UUID
-	Pool         string            `json:"Pool"`
-	Cores        int               `json:"Cores"`
-	MemoryMiB    int               `json:"MemoryMiB"`
-	StorageGiB   int               `json:"StorageGiB"`
-	VMs          []string          `json:"VMs"` // machine UUIDs
-	Meta         map[string]string `json:"Meta"`
+	Uuid         string `json:"Uuid"`
+	Name         string `json:"Name"`
+	Type         string `json:"Type"`         // e.g. "virsh"
+	PowerAddress string `json:"PowerAddress"` // qemu:///system[?socket=PATH] or qemu+ssh://user@host[:port]/system[?socket=PATH]
+	// HostKey is the SSH host key of a qemu+ssh pod in authorized_keys format ("ssh-ed25519
+	// AAAA..."): public, and required, so the rack never trusts a key on first use.
+	HostKey    string            `json:"HostKey,omitempty"`
+	Rack       string            `json:"Rack"` // rack UUID
+	Pool       string            `json:"Pool"`
+	Cores      int               `json:"Cores"`
+	MemoryMiB  int               `json:"MemoryMiB"`
+	StorageGiB int               `json:"StorageGiB"`
+	VMs        []string          `json:"VMs"` // machine UUIDs
+	Meta       map[string]string `json:"Meta"`
 
 	// What the hypervisor reported at the last refresh (`ironflow pods refresh`), which also
 	// sets Cores, MemoryMiB and StorageGiB (the pools' total capacity). Absent until then.
 	Arch         string           `json:"Arch,omitempty"` // libvirt's name: x86_64, aarch64, ppc64le
 	StoragePools []PodStoragePool `json:"StoragePools,omitempty"`
 	Networks     []PodNetwork     `json:"Networks,omitempty"`
+}
+
+// PodFacts is what a refresh stores on a pod in one write (PUT
+// /api/v1/racks/{uuid}/pods/{pod}/facts): the hypervisor's capacity and its pools and networks.
+type PodFacts struct {
+	Arch         string           `json:"Arch"`
+	Cores        int              `json:"Cores"`
+	MemoryMiB    int              `json:"MemoryMiB"`
+	StorageGiB   int              `json:"StorageGiB"` // the pools' capacity, rounded down
+	StoragePools []PodStoragePool `json:"StoragePools"`
+	Networks     []PodNetwork     `json:"Networks"`
 }
 
 // PodStoragePool is one storage pool of a pod with its usage at the last refresh. Free space is

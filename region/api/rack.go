@@ -16,6 +16,16 @@ import "time"
 //	POST /api/v1/racks/{uuid}/leases      []Lease -> LeaseSyncResult (batch upsert by Subnet+Addr;
 //	     invalid leases are refused one by one in Rejected, the rest are stored)
 //
+// A rack drives the KVM pods it hosts (Pod.Rack) and writes what that changes through three
+// calls, each one transaction, refused (403) for a pod of another rack:
+//
+//	PUT    /api/v1/racks/{uuid}/pods/{pod}/facts           PodFacts -> Pod (a refresh)
+//	POST   /api/v1/racks/{uuid}/pods/{pod}/vms             Machine -> Machine: a composed VM declared as a
+//	       machine (its Pod and Rack set) and added to the pod's VMs; declaring the same Uuid again
+//	       for the same pod answers the machine as it is
+//	DELETE /api/v1/racks/{uuid}/pods/{pod}/vms/{machine}   a decomposed VM's machine deleted and removed
+//	       from the pod's VMs; one already gone is not an error
+//
 // Calls after registration use the rack's token (role rack, user "rack:<uuid>").
 // A rack's Status is derived: "online" when seen within 3 heartbeat intervals, "degraded" when
 // its heartbeat says so, "offline" otherwise, "paused" while a transfer holds it.

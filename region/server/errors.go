@@ -37,6 +37,8 @@ func statusOf(err error) int {
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, store.ErrUnauthorized):
 		return http.StatusUnauthorized
+	case errors.Is(err, store.ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}

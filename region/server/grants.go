@@ -37,7 +37,9 @@ func (s *Server) issueGrant(w http.ResponseWriter, r *http.Request, c *call) err
 		return err
 	}
 	switch {
-	case strings.TrimSpace(req.TargetRegion) == "":
+	case req.Kind == api.GrantPod && req.TargetRegion != "":
+		return errorf(http.StatusUnprocessableEntity, "a pod grant authorises work on a pod of region %s and names no TargetRegion", s.cfg.Name)
+	case req.Kind != api.GrantPod && strings.TrimSpace(req.TargetRegion) == "":
 		return errorf(http.StatusUnprocessableEntity, "a grant needs the TargetRegion of the move")
 	case req.TargetRegion == s.cfg.Name:
 		return errorf(http.StatusUnprocessableEntity, "a move from region %s to itself needs no grant", s.cfg.Name)
@@ -51,13 +53,15 @@ func (s *Server) issueGrant(w http.ResponseWriter, r *http.Request, c *call) err
 		claims.Subject, err = s.uuidOf(r.Context(), api.KindMachines, req.Key)
 	case api.GrantRack:
 		claims.Subject, err = s.uuidOf(r.Context(), api.KindRacks, req.Key)
+	case api.GrantPod:
+		claims.Subject, err = s.uuidOf(r.Context(), api.KindPods, req.Key)
 	case api.GrantBulk:
 		if req.Selector.Pool == "" && req.Selector.Rack == "" && len(req.Selector.Names) == 0 {
 			return errorf(http.StatusUnprocessableEntity, "a bulk grant needs a selector: a pool, a rack or machine names")
 		}
 		claims.Selector = req.Selector
 	default:
-		return errorf(http.StatusUnprocessableEntity, "grant Kind %q is not one of %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk)
+		return errorf(http.StatusUnprocessableEntity, "grant Kind %q is not one of %s, %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk, api.GrantPod)
 	}
 	if err != nil {
 		return err
@@ -78,7 +82,7 @@ func (s *Server) issueGrant(w http.ResponseWriter, r *http.Request, c *call) err
 	return nil
 }
 
-// uuidOf resolves the key of a machine or rack to its UUID.
+// uuidOf resolves the key of a machine, rack or pod to its UUID.
 func (s *Server) uuidOf(ctx context.Context, kind, key string) (string, error) {
 	if strings.TrimSpace(key) == "" {
 		return "", errorf(http.StatusUnprocessableEntity, "a %s grant needs the Key of the %s", kind, kind)
@@ -87,6 +91,9 @@ func (s *Server) uuidOf(ctx context.Context, kind, key string) (string, error) {
 	case api.KindRacks:
 		var rk api.Rack
 		return rk.Uuid, s.st.Get(ctx, kind, key, &rk)
+	case api.KindPods:
+		var p api.Pod
+		return p.Uuid, s.st.Get(ctx, kind, key, &p)
 	default:
 		var m api.Machine
 		err := s.st.Get(ctx, kind, key, &m)
@@ -162,13 +169,22 @@ func (s *Server) covered(ctx context.Context, g api.GrantClaims, req api.GrantCh
 			return "", "", refuse()
 		}
 		return api.KindRacks, id, nil
+	case api.GrantPod:
+		id, err := s.uuidOf(ctx, api.KindPods, req.Key)
+		if err != nil {
+			return "", "", err
+		}
+		if g.Kind != api.GrantPod || g.Subject != id {
+			return "", "", refuse()
+		}
+		return api.KindPods, id, nil
 	case api.GrantBulk:
 		if g.Kind != api.GrantBulk {
 			return "", "", refuse()
 		}
 		return eventKindBulk, g.ID, nil
 	}
-	return "", "", errorf(http.StatusUnprocessableEntity, "grant check Kind %q is not one of %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk)
+	return "", "", errorf(http.StatusUnprocessableEntity, "grant check Kind %q is not one of %s, %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk, api.GrantPod)
 }
 
 // eventKindBulk is the Kind of the audit event of an authorised bulk migration.

@@ -20,6 +20,56 @@ func (s *Server) rackRoutes() {
 	s.handle(route{pattern: "GET " + p + "/{uuid}/config", resource: resRackAPI, h: s.rackConfig})
 	s.handle(route{pattern: "POST " + p + "/{uuid}/heartbeat", resource: resRackAPI, write: true, h: s.rackHeartbeat})
 	s.handle(route{pattern: "POST " + p + "/{uuid}/leases", resource: resRackAPI, write: true, h: s.syncRackLeases})
+	s.handle(route{pattern: "PUT " + p + "/{uuid}/pods/{pod}/facts", resource: resRackAPI, write: true, h: s.storePodFacts})
+	s.handle(route{pattern: "POST " + p + "/{uuid}/pods/{pod}/vms", resource: resRackAPI, write: true, h: s.declarePodVM})
+	s.handle(route{pattern: "DELETE " + p + "/{uuid}/pods/{pod}/vms/{machine}", resource: resRackAPI, write: true, h: s.forgetPodVM})
+}
+
+func (s *Server) storePodFacts(w http.ResponseWriter, r *http.Request, c *call) error {
+	id, err := ownRack(r, c)
+	if err != nil {
+		return err
+	}
+	var f api.PodFacts
+	if err := decodeBodyForStore(w, r, &f); err != nil {
+		return err
+	}
+	pod, err := s.st.StorePodFacts(r.Context(), c.by, id, r.PathValue("pod"), f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, pod)
+	return nil
+}
+
+func (s *Server) declarePodVM(w http.ResponseWriter, r *http.Request, c *call) error {
+	id, err := ownRack(r, c)
+	if err != nil {
+		return err
+	}
+	var m api.Machine
+	if err := decodeBodyForStore(w, r, &m); err != nil {
+		return err
+	}
+	m, err = s.st.DeclarePodVM(r.Context(), c.by, id, r.PathValue("pod"), m)
+	if err != nil {
+		return err
+	}
+	redactions[api.KindMachines](&m) // the rack has no use for the agent credential
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+func (s *Server) forgetPodVM(w http.ResponseWriter, r *http.Request, c *call) error {
+	id, err := ownRack(r, c)
+	if err != nil {
+		return err
+	}
+	if err := s.st.ForgetPodVM(r.Context(), c.by, id, r.PathValue("pod"), r.PathValue("machine")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // rackSecret is the configured secret, else the one stored in the database.

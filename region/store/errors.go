@@ -13,6 +13,7 @@ var (
 	ErrInUse        = errors.New("in use")               // 409: dependents exist and force was not given
 	ErrInvalid      = errors.New("invalid")              // 422: the object or key is not acceptable
 	ErrUnauthorized = errors.New("unauthorized")         // 401: unknown, expired or revoked token
+	ErrForbidden    = errors.New("forbidden")            // 403: the caller may not act on this object
 	ErrUnavailable  = errors.New("database unavailable") // 503: PostgreSQL cannot be reached
 )
 

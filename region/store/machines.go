@@ -23,8 +23,13 @@ var machines = newKind(kind[api.Machine]{
 	columns: func(m *api.Machine) []column {
 		return []column{{"uuid", m.Uuid}, {"name", m.Name}, {"pool", nullable(m.Pool)}}
 	},
-	validate:     validateMachine,
-	beforeDelete: refuseHeldDelete,
+	validate: validateMachine,
+	beforeDelete: func(ctx context.Context, tx pgx.Tx, by Principal, m *api.Machine, force bool) error {
+		if err := refusePodVMDelete(ctx, m, force); err != nil {
+			return err
+		}
+		return refuseHeldDelete(ctx, tx, by, m, force)
+	},
 	children: func(ctx context.Context, tx pgx.Tx, m *api.Machine) error {
 		if err := replaceRelation(ctx, tx, "machine_macs", "machine", "mac", m.Uuid, m.HardwareAddrs); err != nil {
 			return err
@@ -78,4 +83,16 @@ func normUUID(s string) (string, error) {
 		return "", invalidf("%q is not a UUID", s)
 	}
 	return s, nil
+}
+
+// refusePodVMDelete refuses to delete alone the machine of a VM composed on a pod: its VM and
+// volumes would stay on the pod with nothing pointing at them. Force deletes the record only;
+// a migration deleting what it holds is not refused.
+func refusePodVMDelete(ctx context.Context, m *api.Machine, force bool) error {
+	if m.Pod == "" || force || actingFor(ctx) != "" {
+		return nil
+	}
+	return classed(ErrInUse, "machine %s is a VM composed on pod %s: decompose it to remove the VM and its volumes too "+
+		"(ironflow machines delete %s --decompose, or ironflow pods decompose), or delete it with force=true to delete only the machine and leave the VM on the pod",
+		m.Name, m.Pod, m.Name)
 }

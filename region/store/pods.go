@@ -1,6 +1,10 @@
 package store
 
-import "github.com/ironflow/ironflow/region/api"
+import (
+	"golang.org/x/crypto/ssh"
+
+	"github.com/ironflow/ironflow/region/api"
+)
 
 var pods = newKind(kind[api.Pod]{
 	name: api.KindPods, noun: "pod", table: "pods",
@@ -28,6 +32,11 @@ var pods = newKind(kind[api.Pod]{
 		}
 		if err := canonUUID("pod "+p.Name, "Rack", &p.Rack, true); err != nil {
 			return err
+		}
+		if p.HostKey != "" {
+			if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(p.HostKey)); err != nil {
+				return invalidf("pod %s HostKey: want an SSH public key as in authorized_keys (\"ssh-ed25519 AAAA...\"): %v", p.Name, err)
+			}
 		}
 		if p.Cores < 0 || p.MemoryMiB < 0 || p.StorageGiB < 0 {
 			return invalidf("pod %s capacity (Cores, MemoryMiB, StorageGiB) may not be negative", p.Name)

@@ -1,0 +1,275 @@
+package rack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/dev/libvirtdtest"
+	"github.com/ironflow/ironflow/dev/sshdtest"
+	"github.com/ironflow/ironflow/rack/pods"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+const (
+	testRack = "0a000000-0000-4000-8000-000000000001"
+	testPod  = "0d000000-0000-4000-8000-000000000001"
+)
+
+// podRack is a rack with a UUID, for the pod activities' check that a pod is theirs.
+type podRack struct{ fakeRack }
+
+func (podRack) State() State { return State{Uuid: testRack} }
+
+// podRegion is an in-memory region of one pod: it records each write of facts and the
+// machines declared.
+type podRegion struct {
+	mu       sync.Mutex
+	pod      api.Pod
+	writes   int
+	machines map[string]api.Machine
+}
+
+func (r *podRegion) Pod(_ context.Context, key string) (api.Pod, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if key != r.pod.Uuid {
+		return api.Pod{}, fmt.Errorf("pod %s not found", key)
+	}
+	return r.pod, nil
+}
+
+func (r *podRegion) RackPods(context.Context) ([]api.Pod, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return []api.Pod{r.pod}, nil
+}
+
+func (r *podRegion) StorePodFacts(_ context.Context, _ string, f api.PodFacts) (api.Pod, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes++
+	r.pod.Arch, r.pod.Cores, r.pod.MemoryMiB, r.pod.StorageGiB, r.pod.StoragePools, r.pod.Networks =
+		f.Arch, f.Cores, f.MemoryMiB, f.StorageGiB, f.StoragePools, f.Networks
+	return r.pod, nil
+}
+
+func (r *podRegion) DeclarePodVM(_ context.Context, pod string, m api.Machine) (api.Machine, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m.Pod, m.Rack = pod, testRack
+	r.machines[m.Uuid] = m
+	if !slices.Contains(r.pod.VMs, m.Uuid) {
+		r.pod.VMs = append(r.pod.VMs, m.Uuid)
+	}
+	return m, nil
+}
+
+func (r *podRegion) ForgetPodVM(_ context.Context, _, machine string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.machines, machine)
+	r.pod.VMs = slices.DeleteFunc(r.pod.VMs, func(v string) bool { return v == machine })
+	return nil
+}
+
+func (r *podRegion) VerifyGrant(context.Context, api.GrantCheck) (api.GrantClaims, error) {
+	return api.GrantClaims{GrantedTo: "alice"}, nil
+}
+
+// podHost is a real libvirtd with a dir pool, and the activities of a rack hosting it.
+type podHost struct {
+	socket, pool string
+	region       *podRegion
+	acts         *Activities
+}
+
+func startPodHost(t *testing.T) podHost {
+	t.Helper()
+	dir := t.TempDir()
+	socket := libvirtdtest.Start(t, dir)
+	pool := "ironflow-acts-" + filepath.Base(dir)
+	libvirtdtest.DirPool(t, socket, pool, filepath.Join(dir, "pool"))
+	r := &podRegion{
+		pod:      api.Pod{Uuid: testPod, Name: "kvm-01", Rack: testRack, PowerAddress: "qemu:///system?socket=" + socket, VMs: []string{}},
+		machines: map[string]api.Machine{},
+	}
+	acts := New(&podRack{}, nil, Pods{Region: r, Dialer: pods.Dialer{Timeout: 10 * time.Second}})
+	return podHost{socket: socket, pool: pool, region: r, acts: acts}
+}
+
+func vmName() string { return fmt.Sprintf("ironflow-acts-%d", time.Now().UnixNano()) }
+
+// wantAppError checks that err is a non-retryable application error of type errType whose
+// message has want.
+func wantAppError(t *testing.T, what string, err error, errType, want string) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != errType || !appErr.NonRetryable() || !strings.Contains(appErr.Error(), want) {
+		t.Errorf("%s: %v, want a non-retryable %s error with %q", what, err, errType, want)
+	}
+}
+
+// A compose is keyed by its VM's name: a retry (same name and UUID) finds the VM an earlier
+// attempt defined and composes nothing more; the same name with another UUID is a name clash.
+func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	in := ComposeVMInput{Pod: testPod, VM: pods.VM{
+		Name: vmName(), UUID: "5e000000-0000-4000-8000-000000000001", Cores: 1, MemoryBytes: 128 << 20,
+		Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"},
+	}}
+	first, err := h.acts.ComposeVM(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: in.VM.UUID}) })
+	again, err := h.acts.ComposeVM(ctx, in)
+	if err != nil || again.UUID != first.UUID || again.MAC != first.MAC || !slices.Equal(again.Volumes, first.Volumes) {
+		t.Fatalf("retried compose: %+v, %v; want the first %+v", again, err, first)
+	}
+	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); !slices.Equal(vols, []string{in.VM.Name + "-disk0"}) {
+		t.Errorf("pool volumes %v, want the one disk once", vols)
+	}
+
+	clash := in
+	clash.VM.UUID = "5e000000-0000-4000-8000-000000000002"
+	_, err = h.acts.ComposeVM(ctx, clash)
+	wantAppError(t, "same name, another UUID", err, ErrTypeNameClash, "already has a VM named "+in.VM.Name)
+
+	d, err := h.acts.DeclareVM(ctx, DeclareVMInput{Pod: testPod, Composed: first})
+	m := h.region.machines[first.UUID]
+	if err != nil || d.Machine != first.UUID || m.HardwareAddrs[0] != first.MAC || m.Fingerprint.SystemUUID != first.UUID || m.Status != api.StatusNew {
+		t.Fatalf("declared %+v (%v), machine %+v", d, err, m)
+	}
+	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.acts.ForgetVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
+		t.Fatal(err)
+	}
+	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); len(vols) != 0 || len(h.region.machines) != 0 || len(h.region.pod.VMs) != 0 {
+		t.Errorf("after decompose: volumes %v, machines %v, pod VMs %v", vols, h.region.machines, h.region.pod.VMs)
+	}
+	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
+		t.Errorf("decompose of a VM gone: %v, want done", err)
+	}
+}
+
+// What the request or the pod makes impossible is final and creates nothing; a pod of another
+// rack is refused before the hypervisor is reached.
+func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	vm := func(edit func(*pods.VM)) ComposeVMInput {
+		v := pods.VM{Name: vmName(), UUID: "5e000000-0000-4000-8000-000000000003", Cores: 1, MemoryBytes: 128 << 20,
+			Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"}}
+		edit(&v)
+		return ComposeVMInput{Pod: testPod, VM: v}
+	}
+	for _, c := range []struct {
+		what    string
+		in      ComposeVMInput
+		errType string
+		want    string
+	}{
+		{"pool without room", vm(func(v *pods.VM) { v.Disks[0].SizeBytes = 1 << 60 }), ErrTypePodRefused, "bytes available"},
+		{"unknown pool", vm(func(v *pods.VM) { v.Disks[0].Pool = "nope" }), ErrTypePodRefused, "storage pool nope"},
+		{"wrong arch", vm(func(v *pods.VM) { v.Arch = "s390x" }), ErrTypePodRefused, "cannot run architecture"},
+		{"bad name", vm(func(v *pods.VM) { v.Name = "a/b" }), ErrTypePodRefused, "VM name"},
+		{"no UUID", vm(func(v *pods.VM) { v.UUID = "" }), ErrTypeInvalidInput, "needs its UUID"},
+		{"unknown pod", ComposeVMInput{Pod: "0d000000-0000-4000-8000-000000000009", VM: vm(func(*pods.VM) {}).VM}, ErrTypeRegionRefused, "not found"},
+	} {
+		_, err := h.acts.ComposeVM(ctx, c.in)
+		if c.errType == ErrTypeRegionRefused {
+			// The fake region's not-found is a plain error: retried, not final.
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v", c.what, err)
+			}
+			continue
+		}
+		wantAppError(t, c.what, err, c.errType, c.want)
+	}
+	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); len(vols) != 0 {
+		t.Errorf("volumes created by refused composes: %v", vols)
+	}
+
+	h.region.pod.Rack = "0a000000-0000-4000-8000-000000000002"
+	_, err := h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
+	wantAppError(t, "a pod of another rack", err, ErrTypeWrongRack, "not by this rack "+testRack)
+	h.region.pod.Rack = testRack
+
+	_, err = h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: "no-such-vm", Action: pods.PowerOn})
+	wantAppError(t, "power of a VM the pod lacks", err, ErrTypeNoVM, "no such VM")
+	_, err = h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: "no-such-vm", Action: "reset"})
+	wantAppError(t, "unknown power action", err, ErrTypeInvalidInput, "want on, off or cycle")
+}
+
+// A refresh stores the facts in one write; with libvirtd unreachable it fails (retryably,
+// saying so) and writes nothing, so the stored facts stay as they were.
+func TestRefreshPodStoresFactsOnceOrNothing(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	res, err := h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.region.writes != 1 || res.Arch == "" || !slices.ContainsFunc(h.region.pod.StoragePools, func(sp api.PodStoragePool) bool { return sp.Name == h.pool }) {
+		t.Fatalf("refresh %+v, %d writes, pools %+v", res, h.region.writes, h.region.pod.StoragePools)
+	}
+	stored := h.region.pod
+
+	h.region.pod.PowerAddress = "qemu:///system?socket=" + filepath.Join(t.TempDir(), "gone")
+	_, err = h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
+	var appErr *temporal.ApplicationError
+	if err == nil || errors.As(err, &appErr) || !strings.Contains(err.Error(), "connect to libvirt") {
+		t.Errorf("refresh of an unreachable pod: %v, want a retryable connect error", err)
+	}
+	if h.region.writes != 1 || !slices.Equal(h.region.pod.StoragePools, stored.StoragePools) {
+		t.Errorf("facts written for an unreachable pod: %d writes", h.region.writes)
+	}
+	if err := RefreshPods(ctx, h.acts); err == nil || !strings.Contains(err.Error(), "pod kvm-01") {
+		t.Errorf("scheduled refresh of an unreachable pod: %v, want an error naming it", err)
+	}
+}
+
+// A qemu+ssh pod is reached with the rack's key and the pod's recorded host key; another host
+// key is refused for good, as is a qemu+ssh pod without a recorded key.
+func TestPodOverSSH(t *testing.T) {
+	h := startPodHost(t)
+	dir := t.TempDir()
+	srv := sshdtest.Start(t, dir)
+	signer := sshdtest.NewSigner(t)
+	if err := os.MkdirAll(filepath.Dir(srv.KeysFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(srv.KeysFile, []byte(sshdtest.AuthorizedLine(signer, "rack")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.acts.pods.Dialer = pods.Dialer{SSHKey: signer, Timeout: 10 * time.Second}
+	h.region.pod.PowerAddress = "qemu+ssh://root@" + srv.Addr + "/system?socket=" + h.socket
+	h.region.pod.HostKey = srv.HostKey
+	ctx := context.Background()
+	if _, err := h.acts.RefreshPod(ctx, PodInput{Pod: testPod}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.region.pod.HostKey = sshdtest.AuthorizedLine(sshdtest.NewSigner(t), "impostor")
+	_, err := h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
+	wantAppError(t, "wrong host key", err, ErrTypePodRefused, "host key does not match")
+	h.region.pod.HostKey = ""
+	_, err = h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
+	wantAppError(t, "no host key", err, ErrTypePodRefused, "records no HostKey")
+	if h.region.writes != 1 {
+		t.Errorf("%d writes of facts, want the first refresh's only", h.region.writes)
+	}
+}
