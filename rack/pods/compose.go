@@ -85,6 +85,10 @@ func (vm VM) validate() error {
 // first so it PXE-boots from the rack. It either succeeds or leaves nothing behind: when a step
 // fails, the volumes it already created are deleted again.
 func (c *Conn) Compose(vm VM) (Composed, error) {
+	return bounded(c, func() (Composed, error) { return c.compose(vm) })
+}
+
+func (c *Conn) compose(vm VM) (Composed, error) {
 	if err := vm.validate(); err != nil {
 		return Composed{}, err
 	}
@@ -103,6 +107,9 @@ func (c *Conn) Compose(vm VM) (Composed, error) {
 	if err := c.checkRoom(vm.Disks); err != nil {
 		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
 	}
+	if err := c.checkNamesFree(vm); err != nil {
+		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+	}
 
 	out := Composed{Name: vm.Name, UUID: uuid.NewString()}
 	var created []libvirt.StorageVol
@@ -116,7 +123,7 @@ func (c *Conn) Compose(vm VM) (Composed, error) {
 		return Composed{}, errors.Join(append([]error{cause}, errs...)...)
 	}
 	for i, d := range vm.Disks {
-		vol, err := c.createVolume(d, fmt.Sprintf("%s-disk%d", vm.Name, i))
+		vol, err := c.createVolume(d, volumeName(vm, i))
 		if err != nil {
 			return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
 		}
@@ -182,6 +189,38 @@ func (c *Conn) checkRoom(disks []Disk) error {
 		}
 		if size > sp.AvailableBytes {
 			return fmt.Errorf("storage pool %s has %d bytes available, the disks want %d", name, sp.AvailableBytes, size)
+		}
+	}
+	return nil
+}
+
+// volumeName names the volume of the VM's disk i.
+func volumeName(vm VM, i int) string { return fmt.Sprintf("%s-disk%d", vm.Name, i) }
+
+// checkNamesFree refuses a VM whose domain or volume names the pod has already (defined outside
+// Ironflow, or another VM's), before anything is created: libvirt refuses a taken name only
+// when the object is created, half-way through a compose. The pools were refreshed by
+// checkRoom, so a volume file written outside libvirt counts.
+func (c *Conn) checkNamesFree(vm VM) error {
+	_, err := c.lv.DomainLookupByName(vm.Name)
+	if err == nil {
+		return fmt.Errorf("the pod has a domain named %s already", vm.Name)
+	}
+	if !isNotFound(err, libvirt.ErrNoDomain) {
+		return fmt.Errorf("look up domain %s: %w", vm.Name, err)
+	}
+	for i, d := range vm.Disks {
+		name := volumeName(vm, i)
+		p, err := c.lv.StoragePoolLookupByName(d.Pool)
+		if err != nil {
+			return fmt.Errorf("storage pool %s: %w", d.Pool, err)
+		}
+		_, err = c.lv.StorageVolLookupByName(p, name)
+		if err == nil {
+			return fmt.Errorf("storage pool %s has a volume named %s already", d.Pool, name)
+		}
+		if !isNotFound(err, libvirt.ErrNoStorageVol) {
+			return fmt.Errorf("look up volume %s/%s: %w", d.Pool, name, err)
 		}
 	}
 	return nil
