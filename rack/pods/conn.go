@@ -25,7 +25,8 @@ type Conn struct {
 	lv             *libvirt.Libvirt
 	addr           string // where the daemon is, for errors
 	watch          *watchdog
-	closeTransport func() error // what carries the connection besides its socket (an SSH client), or nil
+	closeTransport func() error          // what carries the connection besides its socket (an SSH client), or nil
+	redial         func() (*Conn, error) // to undo what an operation did after the connection broke
 }
 
 // DialUnix connects to the libvirt daemon listening on the unix socket at path. timeout bounds
@@ -35,20 +36,20 @@ func DialUnix(path string, timeout time.Duration) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to libvirt at %s: %w", path, err)
 	}
-	return connect(nc, path, timeout, nil)
+	return connect(nc, path, timeout, nil, func() (*Conn, error) { return DialUnix(path, timeout) })
 }
 
 // connect opens libvirt's qemu:///system driver on nc, a connection to the daemon at addr.
 // closeTransport closes what carries nc besides itself (or is nil); it is called once the
-// connection fails or is closed.
-func connect(nc net.Conn, addr string, timeout time.Duration, closeTransport func() error) (*Conn, error) {
+// connection fails or is closed. redial makes a new connection to the same daemon.
+func connect(nc net.Conn, addr string, timeout time.Duration, closeTransport func() error, redial func() (*Conn, error)) (*Conn, error) {
 	w := &watchdog{timeout: timeout, abort: func() {
 		nc.Close()
 		if closeTransport != nil {
 			closeTransport()
 		}
 	}}
-	c := &Conn{lv: libvirt.NewWithDialer(dialers.NewAlreadyConnected(watchedConn{nc, w})), addr: addr, watch: w, closeTransport: closeTransport}
+	c := &Conn{lv: libvirt.NewWithDialer(dialers.NewAlreadyConnected(watchedConn{nc, w})), addr: addr, watch: w, closeTransport: closeTransport, redial: redial}
 	if err := c.do(func() error { return c.lv.ConnectToURI(libvirt.QEMUSystem) }); err != nil {
 		w.kill()
 		return nil, fmt.Errorf("connect to libvirt at %s: %w", addr, err)
@@ -156,6 +157,13 @@ func (w *watchdog) connLost() {
 }
 
 func (w *watchdog) kill() { w.once.Do(w.abort) }
+
+// broken reports whether the connection is gone: it expired or was lost.
+func (w *watchdog) broken() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.expired || w.lost
+}
 
 func (w *watchdog) killed() bool {
 	w.mu.Lock()

@@ -15,12 +15,14 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/ironflow/ironflow/dev/libvirtdtest"
 	"github.com/ironflow/ironflow/dev/sshdtest"
 	"github.com/ironflow/ironflow/internal/testutil"
 )
 
 // Procedure numbers of libvirt's remote protocol (remote_protocol.x), as they are on the wire.
 const (
+	procDomainGetXMLDesc     = 14
 	procStoragePoolRefresh   = 83
 	procDomainDefineXMLFlags = 350
 )
@@ -50,7 +52,8 @@ func dialOnCall(t *testing.T, socket string, proc uint32, hook func()) *Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := connect(&onCall{Conn: nc, proc: proc, hook: hook}, socket, 10*time.Second, nil)
+	redial := func() (*Conn, error) { return DialUnix(socket, 10*time.Second) }
+	conn, err := connect(&onCall{Conn: nc, proc: proc, hook: hook}, socket, 10*time.Second, nil, redial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +165,38 @@ func TestDiscoverWhenLibvirtdDiesGivesNoFacts(t *testing.T) {
 		return sp.Name == p.pool && sp.Active && sp.CapacityBytes > 0
 	}) {
 		t.Errorf("discover after libvirtd restarted: %+v, want pool %s", facts, p.pool)
+	}
+}
+
+// TestComposeWhenLibvirtdRestartsIsUndone: libvirtd restarting under a compose (its connection
+// lost) once the volumes were created, or once the domain was defined too, leaves neither: the
+// compose is undone on a new connection.
+func TestComposeWhenLibvirtdRestartsIsUndone(t *testing.T) {
+	p := startPod(t)
+	for _, c := range []struct {
+		what string
+		proc uint32
+	}{
+		{"volumes created", procDomainDefineXMLFlags},
+		{"domain defined", procDomainGetXMLDesc},
+	} {
+		conn := dialOnCall(t, p.socket, c.proc, p.daemon.Restart)
+		name := uniqueName()
+		_, err := conn.Compose(VM{
+			Name: name, Cores: 1, MemoryBytes: 64 << 20,
+			Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}},
+			NIC:   NIC{Bridge: "br0"},
+		})
+		if err == nil || !strings.Contains(err.Error(), "closed the connection") {
+			t.Errorf("%s, then libvirtd restarted: %v, want that it closed the connection", c.what, err)
+		}
+		// The pod's own connection is gone with the daemon: these dial again.
+		if vols := libvirtdtest.Volumes(t, p.socket, p.pool); len(vols) != 0 {
+			t.Errorf("%s, then libvirtd restarted: volumes left %v", c.what, vols)
+		}
+		if doms := libvirtdtest.Domains(t, p.socket); len(doms) != 0 {
+			t.Errorf("%s, then libvirtd restarted: domains left %v", c.what, doms)
+		}
 	}
 }
 

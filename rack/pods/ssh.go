@@ -63,5 +63,5 @@ func DialSSH(s SSH, timeout time.Duration) (*Conn, error) {
 		return nil, fmt.Errorf("pod ssh %s: forward libvirt socket %s: %w", s.Addr, socket, err)
 	}
 	tcp.SetDeadline(time.Time{})
-	return connect(stream, fmt.Sprintf("%s over ssh %s", socket, s.Addr), timeout, client.Close)
+	return connect(stream, fmt.Sprintf("%s over ssh %s", socket, s.Addr), timeout, client.Close, func() (*Conn, error) { return DialSSH(s, timeout) })
 }
