@@ -304,3 +304,41 @@ func TestComposeRefusesNamesThePodHas(t *testing.T) {
 		t.Errorf("the file in the pool: %q, %v", b, err)
 	}
 }
+
+// TestASilentSSHServerIsBounded: a pod whose SSH port accepts connections but never speaks (a
+// hung sshd) fails the dial within the timeout: ssh.Dial bounds only the TCP connect.
+func TestASilentSSHServerIsBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c // held open, silent, until the test ends
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case c := <-accepted:
+			c.Close()
+		default:
+		}
+	})
+	signer := sshdtest.NewSigner(t)
+	const timeout = time.Second
+	start := time.Now()
+	conn, err := DialSSH(SSH{Addr: l.Addr().String(), User: "root", Signer: signer, HostKey: sshdtest.AuthorizedLine(signer, "pod")}, timeout)
+	if err == nil {
+		conn.Close()
+		t.Fatal("connected to a silent SSH server")
+	}
+	if !strings.Contains(err.Error(), "timeout") {
+		t.Errorf("dial of a silent SSH server: %v, want a timeout", err)
+	}
+	if took := time.Since(start); took > timeout+2*time.Second {
+		t.Errorf("dial of a silent SSH server took %s, timeout %s", took, timeout)
+	}
+}
