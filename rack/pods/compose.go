@@ -49,6 +49,8 @@ type Volume struct {
 	Name string
 }
 
+func (v Volume) String() string { return v.Pool + "/" + v.Name }
+
 // names libvirt objects may have here: they end up in file names and XML.
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 

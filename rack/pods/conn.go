@@ -52,6 +52,9 @@ func connect(nc net.Conn, addr string, timeout time.Duration, closeTransport fun
 	c := &Conn{lv: libvirt.NewWithDialer(dialers.NewAlreadyConnected(watchedConn{nc, w})), addr: addr, watch: w, closeTransport: closeTransport, redial: redial}
 	if err := c.do(func() error { return c.lv.ConnectToURI(libvirt.QEMUSystem) }); err != nil {
 		w.kill()
+		if w.broken() {
+			return nil, fmt.Errorf("connect: %w", err) // which names the daemon
+		}
 		return nil, fmt.Errorf("connect to libvirt at %s: %w", addr, err)
 	}
 	return c, nil

@@ -48,12 +48,18 @@ func (c *onCall) Write(b []byte) (int, error) {
 // dialOnCall connects to the libvirtd at socket through an onCall.
 func dialOnCall(t *testing.T, socket string, proc uint32, hook func()) *Conn {
 	t.Helper()
+	return dialOnCallWithin(t, socket, 10*time.Second, proc, hook)
+}
+
+// dialOnCallWithin is dialOnCall with the connection's timeout.
+func dialOnCallWithin(t *testing.T, socket string, timeout time.Duration, proc uint32, hook func()) *Conn {
+	t.Helper()
 	nc, err := net.Dial("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	redial := func() (*Conn, error) { return DialUnix(socket, 10*time.Second) }
-	conn, err := connect(&onCall{Conn: nc, proc: proc, hook: hook}, socket, 10*time.Second, nil, redial)
+	redial := func() (*Conn, error) { return DialUnix(socket, timeout) }
+	conn, err := connect(&onCall{Conn: nc, proc: proc, hook: hook}, socket, timeout, nil, redial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +203,30 @@ func TestComposeWhenLibvirtdRestartsIsUndone(t *testing.T) {
 		if doms := libvirtdtest.Domains(t, p.socket); len(doms) != 0 {
 			t.Errorf("%s, then libvirtd restarted: domains left %v", c.what, doms)
 		}
+	}
+}
+
+// TestComposeWhenLibvirtdHangsSaysWhatMayBeLeft: libvirtd stopping (answering nothing) just as
+// the domain is to be defined ends the compose within the timeout twice over (the call, then the
+// dial to undo it), and as nothing could remove what it made, the error names it.
+func TestComposeWhenLibvirtdHangsSaysWhatMayBeLeft(t *testing.T) {
+	p := startPod(t)
+	const timeout = time.Second
+	conn := dialOnCallWithin(t, p.socket, timeout, procDomainDefineXMLFlags, p.daemon.Pause)
+	name := uniqueName()
+	start := time.Now()
+	_, err := conn.Compose(VM{
+		Name: name, Cores: 1, MemoryBytes: 64 << 20,
+		Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}},
+		NIC:   NIC{Bridge: "br0"},
+	})
+	took := time.Since(start)
+	left := "volumes [" + p.pool + "/" + name + "-disk0 " + p.pool + "/" + name + "-disk1]"
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 1s") || !strings.Contains(err.Error(), left) {
+		t.Errorf("compose as libvirtd stops: %v, want that it did not answer and what may be left: %s", err, left)
+	}
+	if took > 2*timeout+2*time.Second {
+		t.Errorf("compose as libvirtd stops took %s, timeout %s", took, timeout)
 	}
 }
 
