@@ -51,8 +51,9 @@ func connect(nc net.Conn, addr string, timeout time.Duration, closeTransport fun
 	}}
 	c := &Conn{lv: libvirt.NewWithDialer(dialers.NewAlreadyConnected(watchedConn{nc, w})), addr: addr, watch: w, closeTransport: closeTransport, redial: redial}
 	if err := c.do(func() error { return c.lv.ConnectToURI(libvirt.QEMUSystem) }); err != nil {
+		broken := w.broken()
 		w.kill()
-		if w.broken() {
+		if broken {
 			return nil, fmt.Errorf("connect: %w", err) // which names the daemon
 		}
 		return nil, fmt.Errorf("connect to libvirt at %s: %w", addr, err)
@@ -120,6 +121,7 @@ type watchdog struct {
 	timer   *time.Timer // while an operation runs
 	expired bool        // the timer fired: the connection is closed
 	lost    bool        // reading from or writing to the daemon failed: the connection is gone
+	closing bool        // go-libvirt closes the connection: what fails then is not the daemon's doing
 	once    sync.Once   // of abort
 }
 
@@ -156,7 +158,13 @@ func (w *watchdog) answered() {
 func (w *watchdog) connLost() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lost = true
+	w.lost = w.lost || !w.closing
+}
+
+func (w *watchdog) closed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closing = true
 }
 
 func (w *watchdog) kill() { w.once.Do(w.abort) }
@@ -168,6 +176,7 @@ func (w *watchdog) broken() bool {
 	return w.expired || w.lost
 }
 
+// killed reports whether the watchdog closed the connection.
 func (w *watchdog) killed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -189,6 +198,12 @@ func (c watchedConn) Write(b []byte) (int, error) {
 		c.w.connLost()
 	}
 	return n, err
+}
+
+// Close is go-libvirt's: on Disconnect, and when a connect fails.
+func (c watchedConn) Close() error {
+	c.w.closed()
+	return c.Conn.Close()
 }
 
 func (c watchedConn) Read(b []byte) (int, error) {
