@@ -230,8 +230,9 @@ func TestComposeWhenLibvirtdHangsSaysWhatMayBeLeft(t *testing.T) {
 	}
 }
 
-// TestAnUnreachablePodFailsFast: no daemon on the socket (no file, or a file nobody listens on)
-// and no SSH server on the port fail at once with an error that names where.
+// TestAnUnreachablePodFailsFast: no daemon on the socket (no file, or a file nobody listens on),
+// one that hangs up at once, and no SSH server on the port fail at once with an error that names
+// where.
 func TestAnUnreachablePodFailsFast(t *testing.T) {
 	dir := t.TempDir()
 	stale := filepath.Join(dir, "stale-sock")
@@ -247,6 +248,21 @@ func TestAnUnreachablePodFailsFast(t *testing.T) {
 	}
 	closedAddr := closed.Addr().String()
 	closed.Close()
+	hangsUp := filepath.Join(dir, "hangs-up-sock")
+	hl, err := net.Listen("unix", hangsUp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Close()
+	go func() {
+		for {
+			c, err := hl.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
 	signer := sshdtest.NewSigner(t)
 
 	for _, c := range []struct {
@@ -255,6 +271,7 @@ func TestAnUnreachablePodFailsFast(t *testing.T) {
 	}{
 		{"no socket", "connect to libvirt at " + filepath.Join(dir, "none") + ": dial unix", func() (*Conn, error) { return DialUnix(filepath.Join(dir, "none"), 10*time.Second) }},
 		{"nobody on the socket", "connect to libvirt at " + stale + ": dial unix", func() (*Conn, error) { return DialUnix(stale, 10*time.Second) }},
+		{"a daemon that hangs up", "connect: libvirt at " + hangsUp + " closed the connection", func() (*Conn, error) { return DialUnix(hangsUp, 10*time.Second) }},
 		{"nobody on the SSH port", "pod ssh " + closedAddr + ": dial tcp", func() (*Conn, error) {
 			return DialSSH(SSH{Addr: closedAddr, User: "root", Signer: signer, HostKey: sshdtest.AuthorizedLine(signer, "pod")}, 10*time.Second)
 		}},
