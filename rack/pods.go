@@ -16,7 +16,7 @@ import (
 const DefaultPodRefreshInterval = 5 * time.Minute
 
 // podDialTimeout bounds reaching a pod's libvirt daemon.
-const podDialTimeout = 15 * time.Second
+const podDialTimeout = 30 * time.Second
 
 // regionAPI implements rackacts.PodRegion: the pod calls of the rack API and the reads and
 // grant checks they need, all with the rack's token through the region link.

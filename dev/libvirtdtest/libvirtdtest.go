@@ -63,6 +63,21 @@ func Start(t testing.TB, dir string) (socket string) {
 // empty netns is the test's own namespace.
 func StartInNetNS(t testing.TB, dir, netns string) (socket string) {
 	t.Helper()
+	return Run(t, dir, netns).Socket
+}
+
+// Libvirtd is a test's libvirtd, for tests of what a client does when it fails.
+type Libvirtd struct {
+	Socket string
+
+	t               testing.TB
+	dir, netns, etc string
+	daemon          daemon
+}
+
+// Run is StartInNetNS that returns the daemon, to stop, kill or restart.
+func Run(t testing.TB, dir, netns string) *Libvirtd {
+	t.Helper()
 	for _, p := range []string{Path, VirtlogdPath} {
 		if _, err := os.Stat(p); err != nil {
 			t.Skipf("libvirtd not installed (%s missing): apt-get install libvirt-daemon-system", p)
@@ -94,16 +109,45 @@ func StartInNetNS(t testing.TB, dir, netns string) (socket string) {
 	// them on the host.
 	virtlogd := start(t, dir, netns, "virtlogd", VirtlogdPath, "--pid-file", filepath.Join(dir, "virtlogd.pid"))
 	waitListening(t, virtlogd, filepath.Join(dir, "run", "virtlogd-sock"))
-	libvirtd := start(t, dir, netns, "libvirtd", Path, "--config", filepath.Join(etc, "libvirtd.conf"), "--pid-file", filepath.Join(dir, "libvirtd.pid"))
 	t.Cleanup(func() { killDomains(t, dir) })
-	socket = filepath.Join(dir, "libvirt-sock")
-	waitListening(t, libvirtd, socket)
-	return socket
+	l := &Libvirtd{Socket: filepath.Join(dir, "libvirt-sock"), t: t, dir: dir, netns: netns, etc: etc}
+	l.start()
+	return l
+}
+
+func (l *Libvirtd) start() {
+	l.t.Helper()
+	l.daemon = start(l.t, l.dir, l.netns, "libvirtd", Path, "--config", filepath.Join(l.etc, "libvirtd.conf"), "--pid-file", filepath.Join(l.dir, "libvirtd.pid"))
+	waitListening(l.t, l.daemon, l.Socket)
+}
+
+// Pause stops libvirtd (SIGSTOP): it still accepts connections (the kernel queues them) but
+// answers nothing. It is continued when the test ends, before it is ended.
+func (l *Libvirtd) Pause() {
+	l.daemon.signal(syscall.SIGSTOP)
+	d := l.daemon
+	l.t.Cleanup(func() { d.signal(syscall.SIGCONT) })
+}
+
+// Kill kills libvirtd (SIGKILL), as a crash would, and waits until it is gone; its domains' QEMU
+// run on.
+func (l *Libvirtd) Kill() {
+	l.daemon.signal(syscall.SIGKILL)
+	<-l.daemon.exited
+}
+
+// Restart kills libvirtd if it runs and starts it again on the same directories (its persistent
+// and running objects are read back from them), once it accepts connections.
+func (l *Libvirtd) Restart() {
+	l.t.Helper()
+	l.Kill()
+	l.start()
 }
 
 // daemon is a process start started.
 type daemon struct {
 	name   string
+	pid    int
 	exited chan struct{}
 	log    *testutil.SafeBuffer
 }
@@ -130,14 +174,14 @@ func start(t testing.TB, dir, netns, name string, program ...string) daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	pid := cmd.Process.Pid
+	d.pid = cmd.Process.Pid
 	go func() { cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
-		syscall.Kill(pid, syscall.SIGTERM)
+		d.signal(syscall.SIGTERM)
 		select {
 		case <-d.exited:
 		case <-time.After(10 * time.Second):
-			syscall.Kill(pid, syscall.SIGKILL)
+			d.signal(syscall.SIGKILL)
 			<-d.exited
 		}
 		if t.Failed() {
@@ -145,6 +189,16 @@ func start(t testing.TB, dir, netns, name string, program ...string) daemon {
 		}
 	})
 	return d
+}
+
+// signal sends sig to the daemon unless it exited (its PID may be another process's by now).
+// The window between the check and the kill is the test's own: it reaps the daemon.
+func (d daemon) signal(sig syscall.Signal) {
+	select {
+	case <-d.exited:
+	default:
+		syscall.Kill(d.pid, sig)
+	}
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

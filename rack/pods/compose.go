@@ -50,6 +50,8 @@ type Volume struct {
 	Name string
 }
 
+func (v Volume) String() string { return v.Pool + "/" + v.Name }
+
 // names libvirt objects may have here: they end up in file names and XML.
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
@@ -84,8 +86,13 @@ func (vm VM) validate() error {
 
 // Compose creates the VM's volumes and defines its domain (not started), booting from the network
 // first so it PXE-boots from the rack. It either succeeds or leaves nothing behind: when a step
-// fails, the volumes it already created are deleted again.
+// fails, what it created is removed again, on a new connection when libvirtd restarted under
+// it; only a pod that cannot be reached again keeps it (the error names it).
 func (c *Conn) Compose(vm VM) (Composed, error) {
+	return bounded(c, func() (Composed, error) { return c.compose(vm) })
+}
+
+func (c *Conn) compose(vm VM) (Composed, error) {
 	if err := vm.validate(); err != nil {
 		return Composed{}, refuse(err)
 	}
@@ -104,27 +111,28 @@ func (c *Conn) Compose(vm VM) (Composed, error) {
 	if err := c.checkRoom(vm.Disks); err != nil {
 		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
 	}
+	if err := c.checkNamesFree(vm); err != nil {
+		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+	}
 
 	out := Composed{Name: vm.Name, UUID: vm.UUID}
 	if out.UUID == "" {
 		out.UUID = uuid.NewString()
 	}
-	var created []libvirt.StorageVol
+	// made is what the compose created, or may have created: a call the connection broke under
+	// may have been done.
+	var made []Volume
 	undo := func(cause error) (Composed, error) {
-		var errs []error
-		for _, v := range created {
-			if err := c.lv.StorageVolDelete(v, 0); err != nil {
-				errs = append(errs, fmt.Errorf("undo: delete volume %s/%s: %w", v.Pool, v.Name, err))
-			}
-		}
-		return Composed{}, errors.Join(append([]error{cause}, errs...)...)
+		return Composed{}, errors.Join(cause, c.undoCompose(out.UUID, made))
 	}
 	for i, d := range vm.Disks {
-		vol, err := c.createVolume(d, fmt.Sprintf("%s-disk%d", vm.Name, i))
+		vol, err := c.createVolume(d, volumeName(vm, i))
+		if err == nil || c.watch.broken() {
+			made = append(made, Volume{Pool: d.Pool, Name: volumeName(vm, i)})
+		}
 		if err != nil {
 			return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
 		}
-		created = append(created, vol)
 		out.Volumes = append(out.Volumes, Volume{Pool: vol.Pool, Name: vol.Name})
 	}
 	doc, err := domainXML(vm, out, arch, domainType)
@@ -141,9 +149,42 @@ func (c *Conn) Compose(vm VM) (Composed, error) {
 		return undo(err)
 	}
 	if out.MAC, err = c.domainMAC(dom); err != nil {
-		return undo(errors.Join(err, c.undefine(dom)))
+		return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
 	}
 	return out, nil
+}
+
+// undoCompose removes what a failed compose made: the domain of its UUID, if it was defined,
+// and the volumes. When the connection broke (libvirtd restarted, or stopped answering), it
+// does so on a new one.
+func (c *Conn) undoCompose(id string, made []Volume) error {
+	if !c.watch.broken() {
+		return c.removeComposed(id, made)
+	}
+	fresh, err := c.redial()
+	if err != nil {
+		return fmt.Errorf("undo: %w; left on the pod maybe: domain %s, volumes %v", err, id, made)
+	}
+	defer fresh.Close()
+	return fresh.do(func() error { return fresh.removeComposed(id, made) })
+}
+
+func (c *Conn) removeComposed(id string, made []Volume) error {
+	var errs []error
+	dom, err := c.lookupDomain(id)
+	switch {
+	case err == nil:
+		errs = append(errs, c.undefine(dom))
+	case !isNotFound(err, libvirt.ErrNoDomain):
+		errs = append(errs, fmt.Errorf("domain %s: %w", id, err))
+	}
+	for _, v := range made {
+		errs = append(errs, c.deleteVolume(v.Pool, v.Name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("undo: %w", err)
+	}
+	return nil
 }
 
 // guestDomainType picks the fastest way the pod runs arch: kvm when it has it, else qemu (TCG).
@@ -194,6 +235,38 @@ func (c *Conn) checkRoom(disks []Disk) error {
 		}
 		if size > sp.AvailableBytes {
 			return refuse(fmt.Errorf("storage pool %s has %d bytes available, the disks want %d", name, sp.AvailableBytes, size))
+		}
+	}
+	return nil
+}
+
+// volumeName names the volume of the VM's disk i.
+func volumeName(vm VM, i int) string { return fmt.Sprintf("%s-disk%d", vm.Name, i) }
+
+// checkNamesFree refuses a VM whose domain or volume names the pod has already (defined outside
+// Ironflow, or another VM's), before anything is created: libvirt refuses a taken name only
+// when the object is created, half-way through a compose. The pools were refreshed by
+// checkRoom, so a volume file written outside libvirt counts.
+func (c *Conn) checkNamesFree(vm VM) error {
+	_, err := c.lv.DomainLookupByName(vm.Name)
+	if err == nil {
+		return fmt.Errorf("the pod has a domain named %s already", vm.Name)
+	}
+	if !isNotFound(err, libvirt.ErrNoDomain) {
+		return fmt.Errorf("look up domain %s: %w", vm.Name, err)
+	}
+	for i, d := range vm.Disks {
+		name := volumeName(vm, i)
+		p, err := c.lv.StoragePoolLookupByName(d.Pool)
+		if err != nil {
+			return fmt.Errorf("storage pool %s: %w", d.Pool, err)
+		}
+		_, err = c.lv.StorageVolLookupByName(p, name)
+		if err == nil {
+			return fmt.Errorf("storage pool %s has a volume named %s already", d.Pool, name)
+		}
+		if !isNotFound(err, libvirt.ErrNoStorageVol) {
+			return fmt.Errorf("look up volume %s/%s: %w", d.Pool, name, err)
 		}
 	}
 	return nil

@@ -15,6 +15,10 @@ var ErrNoVM = errors.New("no such VM on the pod")
 // undefines it. The domain goes last so a decompose that fails half-way can be retried: the
 // domain still names the volumes left. Disks that are not pool volumes are left alone.
 func (c *Conn) Decompose(name string) error {
+	return c.do(func() error { return c.decompose(name) })
+}
+
+func (c *Conn) decompose(name string) error {
 	dom, err := c.lookupDomain(name)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {

@@ -36,7 +36,10 @@ type Network struct {
 
 // Discover reads the pod's architecture, CPUs, memory, storage pools (refreshed first, so their
 // usage is current) and networks.
-func (c *Conn) Discover() (Facts, error) {
+// The caller gets all the facts or an error, never a part of them.
+func (c *Conn) Discover() (Facts, error) { return bounded(c, c.discover) }
+
+func (c *Conn) discover() (Facts, error) {
 	caps, err := c.capabilities()
 	if err != nil {
 		return Facts{}, err

@@ -19,6 +19,7 @@ import (
 
 // pod is a real libvirtd with a transient dir storage pool in a directory of the test.
 type pod struct {
+	daemon  *libvirtdtest.Libvirtd
 	conn    *Conn
 	socket  string
 	pool    string
@@ -34,14 +35,15 @@ func startPod(t *testing.T) pod {
 func startPodInNetNS(t *testing.T, netns string) pod {
 	t.Helper()
 	dir := t.TempDir()
-	socket := libvirtdtest.StartInNetNS(t, dir, netns)
+	daemon := libvirtdtest.Run(t, dir, netns)
+	socket := daemon.Socket
 	conn, err := DialUnix(socket, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 
-	p := pod{conn: conn, socket: socket, pool: "ironflow-test-" + filepath.Base(dir), poolDir: filepath.Join(dir, "pool")}
+	p := pod{daemon: daemon, conn: conn, socket: socket, pool: "ironflow-test-" + filepath.Base(dir), poolDir: filepath.Join(dir, "pool")}
 	libvirtdtest.DirPool(t, socket, p.pool, p.poolDir)
 	return p
 }
@@ -242,38 +244,53 @@ func TestComposeAndDecompose(t *testing.T) {
 	}
 }
 
-// A compose that fails after creating its volumes (libvirt refuses the domain: its name is
-// taken) deletes them again and leaves the other domain alone.
+// A compose that fails after creating its volumes (libvirt refuses the domain: another client
+// defined one of that name just before) deletes them again and leaves the other domain alone.
 func TestComposeInterruptedHalfWayLeavesNothing(t *testing.T) {
 	p := startPod(t)
 	name := uniqueName()
-	clash, err := (&libvirtxml.Domain{
+	var existing libvirt.Domain
+	conn := dialOnCall(t, p.socket, procDomainDefineXMLFlags, func() { existing = p.defineDomain(t, name) })
+
+	_, err := conn.Compose(VM{
+		Name: name, Cores: 1, MemoryBytes: 128 << 20,
+		Disks: []Disk{{Pool: p.pool, SizeBytes: 1 << 30}},
+		NIC:   NIC{Bridge: "br-ironflow"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "define domain") || !strings.Contains(err.Error(), "already") {
+		t.Fatalf("compose onto a name taken half-way: %v, want libvirt's refusal to define the domain", err)
+	}
+	if vols := p.volumes(t); len(vols) != 0 {
+		t.Errorf("volumes left by the failed compose: %v", vols)
+	}
+	p.wantDomain(t, existing)
+}
+
+// defineDomain defines a small domain named name, as a client other than Ironflow would, and
+// undefines it when the test ends.
+func (p pod) defineDomain(t *testing.T, name string) libvirt.Domain {
+	t.Helper()
+	doc, err := (&libvirtxml.Domain{
 		Type: "qemu", Name: name, Memory: &libvirtxml.DomainMemory{Value: 64, Unit: "MiB"},
 		OS: &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Type: "hvm"}},
 	}).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	existing, err := p.conn.lv.DomainDefineXMLFlags(clash, 0)
+	dom, err := p.conn.lv.DomainDefineXMLFlags(doc, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.conn.lv.DomainUndefineFlags(existing, 0) })
+	t.Cleanup(func() { p.conn.lv.DomainUndefineFlags(dom, 0) })
+	return dom
+}
 
-	_, err = p.conn.Compose(VM{
-		Name: name, Cores: 1, MemoryBytes: 128 << 20,
-		Disks: []Disk{{Pool: p.pool, SizeBytes: 1 << 30}},
-		NIC:   NIC{Bridge: "br-ironflow"},
-	})
-	if err == nil || !strings.Contains(err.Error(), "define domain") || !strings.Contains(err.Error(), "already") {
-		t.Fatalf("compose onto a taken name: %v, want libvirt's refusal to define the domain", err)
-	}
-	if vols := p.volumes(t); len(vols) != 0 {
-		t.Errorf("volumes left by the failed compose: %v", vols)
-	}
-	dom, err := p.conn.lv.DomainLookupByName(name)
-	if err != nil || dom.UUID != existing.UUID {
-		t.Errorf("the existing domain %s: %v (uuid %x, want %x)", name, err, dom.UUID, existing.UUID)
+// wantDomain checks that the pod still has the domain, the same one.
+func (p pod) wantDomain(t *testing.T, want libvirt.Domain) {
+	t.Helper()
+	dom, err := p.conn.lv.DomainLookupByName(want.Name)
+	if err != nil || dom.UUID != want.UUID {
+		t.Errorf("the existing domain %s: %v (uuid %x, want %x)", want.Name, err, dom.UUID, want.UUID)
 	}
 }
 

@@ -32,6 +32,10 @@ func ParsePowerAction(s string) (PowerAction, error) {
 // On resumes a paused VM (QEMU pauses one whose sparse disk found its pool full), so that after
 // on the VM runs.
 func (c *Conn) Power(vm string, a PowerAction) error {
+	return c.do(func() error { return c.power(vm, a) })
+}
+
+func (c *Conn) power(vm string, a PowerAction) error {
 	dom, err := c.lookupDomain(vm)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {
@@ -101,6 +105,10 @@ func (c *Conn) missingDisks(dom libvirt.Domain) error {
 // PowerState says whether the VM runs ("on") or not ("off"); a paused or crashed VM is "on"
 // to libvirt until it is destroyed, and is reported as such.
 func (c *Conn) PowerState(vm string) (PowerAction, error) {
+	return bounded(c, func() (PowerAction, error) { return c.powerState(vm) })
+}
+
+func (c *Conn) powerState(vm string) (PowerAction, error) {
 	dom, err := c.lookupDomain(vm)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {

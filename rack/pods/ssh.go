@@ -7,8 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/digitalocean/go-libvirt"
-	"github.com/digitalocean/go-libvirt/socket/dialers"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -35,7 +33,6 @@ func DialSSH(s SSH, timeout time.Duration) (*Conn, error) {
 		User:              s.User,
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(s.Signer)},
 		HostKeyAlgorithms: []string{want.Type()},
-		Timeout:           timeout,
 		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
 			if !bytes.Equal(key.Marshal(), want.Marshal()) {
 				return fmt.Errorf("%w: offered %s %s, recorded %s", ErrHostKeyMismatch, key.Type(), ssh.FingerprintSHA256(key), ssh.FingerprintSHA256(want))
@@ -43,13 +40,22 @@ func DialSSH(s SSH, timeout time.Duration) (*Conn, error) {
 			return nil
 		},
 	}
-	client, err := ssh.Dial("tcp", s.Addr, cfg)
-	if errors.Is(err, ErrHostKeyMismatch) {
-		return nil, refuse(fmt.Errorf("pod ssh %s: %w", s.Addr, err))
-	}
+	// ssh.Dial bounds only the TCP connect: the handshake and the socket forward are bounded by
+	// a deadline on the TCP connection, lifted once libvirt's own calls are watched.
+	tcp, err := net.DialTimeout("tcp", s.Addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("pod ssh %s: %w", s.Addr, err)
 	}
+	tcp.SetDeadline(time.Now().Add(timeout))
+	sc, chans, reqs, err := ssh.NewClientConn(tcp, s.Addr, cfg)
+	if err != nil {
+		tcp.Close()
+		if errors.Is(err, ErrHostKeyMismatch) {
+			err = refuse(err)
+		}
+		return nil, fmt.Errorf("pod ssh %s: %w", s.Addr, err)
+	}
+	client := ssh.NewClient(sc, chans, reqs)
 	socket := s.Socket
 	if socket == "" {
 		socket = DefaultSocket
@@ -59,10 +65,6 @@ func DialSSH(s SSH, timeout time.Duration) (*Conn, error) {
 		client.Close()
 		return nil, fmt.Errorf("pod ssh %s: forward libvirt socket %s: %w", s.Addr, socket, err)
 	}
-	lv := libvirt.NewWithDialer(dialers.NewAlreadyConnected(stream))
-	if err := lv.ConnectToURI(libvirt.QEMUSystem); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("pod ssh %s: connect to libvirt at %s: %w", s.Addr, socket, err)
-	}
-	return &Conn{lv: lv, closeTransport: client.Close}, nil
+	tcp.SetDeadline(time.Time{})
+	return connect(stream, fmt.Sprintf("%s over ssh %s", socket, s.Addr), timeout, client.Close, func() (*Conn, error) { return DialSSH(s, timeout) })
 }
