@@ -15,7 +15,8 @@ import (
 // DefaultPodRefreshInterval is how often a rack refreshes the facts of the pods it hosts.
 const DefaultPodRefreshInterval = 5 * time.Minute
 
-// podDialTimeout bounds reaching a pod's libvirt daemon.
+// podDialTimeout bounds reaching a pod's libvirt daemon, and how long a call may wait without a
+// word from it: libvirt destroying a stuck QEMU is silent for up to 15 s.
 const podDialTimeout = 30 * time.Second
 
 // regionAPI implements rackacts.PodRegion: the pod calls of the rack API and the reads and
