@@ -39,6 +39,8 @@ func statusOf(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, store.ErrFull):
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }

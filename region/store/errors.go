@@ -14,6 +14,7 @@ var (
 	ErrInvalid      = errors.New("invalid")              // 422: the object or key is not acceptable
 	ErrUnauthorized = errors.New("unauthorized")         // 401: unknown, expired or revoked token
 	ErrUnavailable  = errors.New("database unavailable") // 503: PostgreSQL cannot be reached
+	ErrFull         = errors.New("full")                 // 429: a bounded queue holds all it may
 )
 
 // DependencyError says which objects keep Kind/Key from being deleted.
