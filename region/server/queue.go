@@ -136,31 +136,34 @@ func toPayload(req api.WriteRequest) (map[string]any, error) {
 // order, each once and as its caller: through the routes, so the write is checked as any
 // other (and queued again should it touch another paused rack). A write that fails is
 // settled with its error and audited; the others still run. It goes on when the request
-// that ended the pause is cancelled; a retried request replays what is left.
+// that ended the pause is cancelled; a retried request waits for it (store.SerialReplay),
+// then replays what is left.
 func (s *Server) replayWrites(ctx context.Context, rackUUID string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayTimeout)
 	defer cancel()
-	ops, err := s.st.UnsettledWrites(ctx, rackUUID)
-	if err != nil {
-		return fmt.Errorf("list queued writes of rack %s: %w", rackUUID, err)
-	}
-	for _, op := range ops {
-		claimed, err := s.st.ClaimWrite(ctx, op.ID)
+	return s.st.SerialReplay(ctx, rackUUID, func() error {
+		ops, err := s.st.UnsettledWrites(ctx, rackUUID)
 		if err != nil {
-			return fmt.Errorf("claim queued write %d: %w", op.ID, err)
+			return fmt.Errorf("list queued writes of rack %s: %w", rackUUID, err)
 		}
-		if !claimed {
-			continue // another region process settles it
+		for _, op := range ops {
+			claimed, err := s.st.ClaimWrite(ctx, op.ID)
+			if err != nil {
+				return fmt.Errorf("claim queued write %d: %w", op.ID, err)
+			}
+			if !claimed {
+				continue // settled by an earlier replay
+			}
+			by, outcome, details := s.replayWrite(ctx, op)
+			if err := s.st.SettleWrite(ctx, by, op, outcome, details); err != nil {
+				return fmt.Errorf("settle queued write %d: %w", op.ID, err)
+			}
+			if outcome != api.OutcomeApplied {
+				s.log.Warn("queued write failed on replay", "rack", rackUUID, "operation", op.ID, "outcome", outcome)
+			}
 		}
-		by, outcome, details := s.replayWrite(ctx, op)
-		if err := s.st.SettleWrite(ctx, by, op, outcome, details); err != nil {
-			return fmt.Errorf("settle queued write %d: %w", op.ID, err)
-		}
-		if outcome != api.OutcomeApplied {
-			s.log.Warn("queued write failed on replay", "rack", rackUUID, "operation", op.ID, "outcome", outcome)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // replayWrite runs the queued write op and returns who made it, its outcome and the audit

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -72,6 +73,31 @@ func (s *Store) RackOperation(ctx context.Context, rackUUID string, id int64) (a
 		return api.PendingOperation{}, notFoundf("rack %s has no operation %d", rackUUID, id)
 	}
 	return ops[0], nil
+}
+
+// replayLock is the first key of the pg_advisory_lock pairs that serialise the replays of one
+// rack's queued writes ("repl"); the second is the hash of the rack's UUID.
+const replayLock int32 = 0x7265706c
+
+// SerialReplay runs fn while no other region process (nor another request of this one)
+// replays the rack's queued writes, so that they run in order even when a request that ends
+// the pause is retried while the first still replays.
+func (s *Store) SerialReplay(ctx context.Context, rackUUID string, fn func() error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return classify(fmt.Errorf("acquire connection for the replay lock: %w", err))
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, hashtext($2))", replayLock, rackUUID); err != nil {
+		return classify(fmt.Errorf("take the replay lock of rack %s: %w", rackUUID, err))
+	}
+	defer func() {
+		// As migrateSchema: closing the connection ends its session and lock if unlocking fails.
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1, hashtext($2))", replayLock, rackUUID); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	return fn()
 }
 
 // UnsettledWrites lists the queued writes of the rack that are to be replayed here, oldest
