@@ -119,6 +119,19 @@ func (s *Server) rackRefs(ctx context.Context, k kind, key string, body []byte) 
 	return refs, nil
 }
 
+// hideQueuedBodies drops the bodies of queued writes for callers that may not read secrets:
+// a body may carry one (a machine's Secret).
+func hideQueuedBodies(c *call, ops []api.PendingOperation) {
+	if mayReadSecrets(c.by.Role) {
+		return
+	}
+	for _, op := range ops {
+		if op.Kind == api.OperationWrite {
+			delete(op.Payload, "Body")
+		}
+	}
+}
+
 // toPayload turns a WriteRequest into a PendingOperation's Payload.
 func toPayload(req api.WriteRequest) (map[string]any, error) {
 	doc, err := json.Marshal(req)

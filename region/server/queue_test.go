@@ -83,9 +83,13 @@ func TestWritesTouchingAPausedRackAreQueuedAndReplayed(t *testing.T) {
 	if jobs := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/jobs?Machine="+machine, nil, http.StatusOK).list(t); len(jobs) != 0 {
 		t.Fatalf("jobs %v while the rack is paused", jobs)
 	}
-	shown := into[api.PendingOperation](t, e.mustDo(api.RoleReadonly, http.MethodGet, patch.header.Get("Location"), nil, http.StatusOK))
-	if shown.ID != op.ID || shown.Released || shown.Done != nil {
+	shown := into[api.PendingOperation](t, e.mustDo(api.RoleOperator, http.MethodGet, patch.header.Get("Location"), nil, http.StatusOK))
+	if shown.ID != op.ID || shown.Released || shown.Done != nil || shown.Payload["Body"] != `{"Description":"queued"}` || shown.Payload["Method"] != http.MethodPatch {
 		t.Fatalf("operation at Location %+v", shown)
+	}
+	// A body may carry a secret: readonly callers see the write without it.
+	if body, ok := into[api.PendingOperation](t, e.mustDo(api.RoleReadonly, http.MethodGet, patch.header.Get("Location"), nil, http.StatusOK)).Payload["Body"]; ok {
+		t.Errorf("readonly caller sees the queued body %v", body)
 	}
 	if ops := e.rackOps(rack); len(ops) != 6 {
 		t.Fatalf("%d queued operations, want 6", len(ops))

@@ -139,16 +139,17 @@ func (s *Server) handOverRack(w http.ResponseWriter, r *http.Request, c *call) e
 	return nil
 }
 
-func (s *Server) rackOperations(w http.ResponseWriter, r *http.Request, _ *call) error {
+func (s *Server) rackOperations(w http.ResponseWriter, r *http.Request, c *call) error {
 	ops, err := s.st.RackOperations(r.Context(), r.PathValue("uuid"))
 	if err != nil {
 		return err
 	}
+	hideQueuedBodies(c, ops)
 	writeJSON(w, http.StatusOK, nonNil(ops))
 	return nil
 }
 
-func (s *Server) rackOperation(w http.ResponseWriter, r *http.Request, _ *call) error {
+func (s *Server) rackOperation(w http.ResponseWriter, r *http.Request, c *call) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
 		return errorf(http.StatusBadRequest, "operation ID %q is not a number", r.PathValue("id"))
@@ -157,6 +158,7 @@ func (s *Server) rackOperation(w http.ResponseWriter, r *http.Request, _ *call) 
 	if err != nil {
 		return err
 	}
+	hideQueuedBodies(c, []api.PendingOperation{op})
 	writeJSON(w, http.StatusOK, op)
 	return nil
 }
