@@ -218,9 +218,10 @@ type PendingOperation struct {
 	Created  time.Time      `json:"Created"`
 	Released bool           `json:"Released"`
 	// Done is when a queued write (OperationWrite) was settled on this region: replayed, or
-	// handed over with its rack to another region. Outcome says which: OutcomeApplied,
-	// OutcomeHandedOver, OutcomeReplaying (settling; left so by a crash, never retried) or
-	// the error the replay was answered with.
+	// handed over with its rack to another region, or dropped with the copy of an undone
+	// transfer. Outcome says which: OutcomeApplied, OutcomeHandedOver, OutcomeDropped,
+	// OutcomeReplaying (settling; left so by a crash, never retried) or the error the replay
+	// was answered with.
 	Done    *time.Time `json:"Done,omitempty"`
 	Outcome string     `json:"Outcome,omitempty"`
 }

@@ -16,6 +16,9 @@ const (
 	OutcomeApplied    = "applied"
 	OutcomeHandedOver = "handed over"
 	OutcomeReplaying  = "replaying"
+	// OutcomeDropped: queued on a transfer's target for its copy of the rack, which the
+	// undone transfer deleted.
+	OutcomeDropped = "dropped: the rack's transfer was undone here"
 )
 
 // Limits of the queue, so that one client cannot fill a region's database.

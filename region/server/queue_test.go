@@ -300,9 +300,60 @@ func TestQueuedWritesFollowTheRackToItsNewRegion(t *testing.T) {
 	if err != nil || left.Outcome != api.OutcomeHandedOver {
 		t.Errorf("source's operation %+v, %v; want it settled as handed over", left, err)
 	}
-	// Were the rack to come back, the source would not run the write.
-	if writes, err := src.st.UnsettledWrites(ctx, rack); err != nil || len(writes) != 0 {
-		t.Errorf("unsettled writes on the source: %+v, %v", writes, err)
+	// The rack comes back: the source does not run the write it handed over.
+	back, err := b.ExportRack(ctx, rack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ImportRack(ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.UnpauseRack(ctx, rack); err != nil {
+		t.Fatal(err)
+	}
+	if d := src.description(api.KindMachines, machine); d != "" {
+		t.Errorf("machine Description on the source after the rack came back %q, want the handed-over write not run there", d)
+	}
+}
+
+// Writes queued on a transfer's target for its copy of the rack are dropped with the copy
+// when the transfer is undone: they never run there, not even when the rack comes later.
+func TestQueuedWritesOnAnUndoneCopyAreDropped(t *testing.T) {
+	src, dst := newEnv(t), newEnv(t)
+	ctx := context.Background()
+	a, b := client.New(src.base, src.tokens[api.RoleOperator]), client.New(dst.base, dst.tokens[api.RoleOperator])
+	rack, machine, _, _ := src.pausedRack()
+	bundle, err := a.ExportRack(ctx, rack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle.Hold = &api.RackHold{Transfer: "transfer-rack-a", Run: "run-1", From: "region-a", To: "region-b"}
+	if _, err := b.ImportRack(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.st.Create(ctx, store.Principal{User: "worker", Role: api.RoleOperator}, api.KindMachines, &api.Machine{Uuid: machine, Name: "node-1", Rack: rack}); err != nil {
+		t.Fatal(err)
+	}
+	op := queued(t, dst.do(api.RoleOperator, http.MethodPatch, "/api/v1/machines/"+machine, map[string]any{"Description": "on the copy"}), rack)
+	if err := b.UndoRackImport(ctx, rack); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := dst.st.PendingOperations(ctx, rack)
+	if err != nil || len(dropped) != 0 {
+		t.Errorf("unreleased operations on the target after the undo: %+v, %v", dropped, err)
+	}
+	if _, err := b.ImportRack(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UnpauseRack(ctx, rack); err != nil {
+		t.Fatal(err)
+	}
+	if d := dst.description(api.KindMachines, machine); d != "" {
+		t.Errorf("machine Description on the target %q, want the dropped write never run", d)
+	}
+	left, err := b.RackOperation(ctx, rack, op.ID)
+	if err != nil || left.Outcome != api.OutcomeDropped {
+		t.Errorf("operation after the undo %+v, %v; want it dropped", left, err)
 	}
 }
 

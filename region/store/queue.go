@@ -155,3 +155,15 @@ func settleHandedOver(ctx context.Context, tx pgx.Tx, rackUUID string, released 
 		rackUUID, ids, api.OutcomeHandedOver)
 	return err
 }
+
+// dropQueuedWrites settles the writes queued here for the copy of a rack whose import is
+// undone: what they touched is gone with the copy, and they must not run should the rack
+// come here again later.
+func dropQueuedWrites(ctx context.Context, tx pgx.Tx, by Principal, rackUUID string) error {
+	ids, err := queryStrings(ctx, tx, `UPDATE pending_operations SET released = true, done = now(), outcome = $3
+		WHERE target = $1::uuid AND kind = $2 AND done IS NULL RETURNING id::text`, rackUUID, api.OperationWrite, api.OutcomeDropped)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	return recordEvent(ctx, tx, by, "drop", operationsKind, rackUUID, map[string]any{"IDs": ids, "Outcome": api.OutcomeDropped})
+}

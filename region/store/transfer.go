@@ -417,8 +417,10 @@ func undoRackImport(ctx context.Context, tx pgx.Tx, by Principal, rackUUID strin
 			return err
 		}
 	}
-	_, err := tx.Exec(ctx, "DELETE FROM rack_imports WHERE rack = $1", rackUUID)
-	return err
+	if _, err := tx.Exec(ctx, "DELETE FROM rack_imports WHERE rack = $1", rackUUID); err != nil {
+		return err
+	}
+	return dropQueuedWrites(ctx, tx, by, rackUUID)
 }
 
 func deleteImported[T any](ctx context.Context, tx pgx.Tx, by Principal, k *kind[T], rackUUID string) error {
