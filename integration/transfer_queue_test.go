@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +114,16 @@ func TestWriteQueuedDuringRackTransfer(t *testing.T) {
 	left, err := a.RackOperation(ctx, rack.Uuid, queued.Queued.Operation.ID)
 	if err != nil || left.Outcome != api.OutcomeHandedOver {
 		t.Errorf("the job's operation on region-a: %+v (%v), want it handed over", left, err)
+	}
+	// The operation the CLI named, as the CLI shows it.
+	var n int64
+	if _, err := fmt.Sscanf(out[strings.Index(out, "operation "):], "operation %d", &n); err != nil {
+		t.Fatalf("no operation ID in %q: %v", out, err)
+	}
+	shown, err := runCLIAs(t, s, s.AdminToken, "-E", s.Regions["region-a"].URL, "racks", "operations", rack.Uuid, strconv.FormatInt(n, 10), "-o", "json")
+	var op api.PendingOperation
+	if err != nil || json.Unmarshal([]byte(shown), &op) != nil || op.ID != n || op.Outcome != api.OutcomeHandedOver || op.Payload["Method"] != "PATCH" {
+		t.Errorf("racks operations %s %d on region-a: %v: %s; want the PATCH, handed over", rack.Uuid, n, err, shown)
 	}
 	events, err := b.Events(ctx, url.Values{"Kind": {"operations"}, "Key": {rack.Uuid}})
 	if err != nil {

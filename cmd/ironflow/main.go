@@ -38,7 +38,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch {
 	case errors.As(err, &queued):
 		// Accepted, not failed: the write runs when the rack's pause ends.
-		fmt.Fprintf(stdout, "%v (%s)\n", queued, queued.Location)
+		fmt.Fprintf(stdout, "%v; see `ironflow racks operations %s %d`\n", queued, queued.Queued.Rack, queued.Queued.Operation.ID)
 	case err != nil:
 		fmt.Fprintf(stderr, "Error: %v\n", explainRegionError(ctx, executed, err))
 		return 1
