@@ -16,9 +16,10 @@ package api
 //	GET    /api/v1/racks/{uuid}/operations/{id}      -> PendingOperation (released or not; a queued write with its Outcome)
 //	POST   /api/v1/racks/{uuid}/operations/release   OperationsRelease -> []PendingOperation (marked released)
 //
-// An ordinary write (POST, PUT, PATCH, DELETE of the generic kind routes) that touches a
-// paused rack, its machines and their jobs, its pods, its VLANs, their subnets and leases, is
-// queued rather than applied and answered 202 Accepted with a QueuedWrite (queue.go).
+// An ordinary write (POST, PUT, PATCH, DELETE of the generic kind routes; a machine's secrets
+// and ad-hoc scripts) that touches a paused rack, its machines and their jobs, its pods, its
+// VLANs, their subnets and leases, is queued rather than applied and answered 202 Accepted
+// with a QueuedWrite (queue.go).
 //
 // A rack may be transferred only when no other rack serves its VLANs (export refuses with
 // 409 and names the shared VLANs).

@@ -76,6 +76,10 @@ func TestWritesTouchingAPausedRackAreQueuedAndReplayed(t *testing.T) {
 	queued(t, e.do(api.RoleOperator, http.MethodPatch, "/api/v1/racks/"+rack, map[string]any{"Interfaces": []string{"eth-queued"}}), rack)
 	// A new machine put behind the paused rack waits too.
 	queued(t, e.do(api.RoleOperator, http.MethodPost, "/api/v1/machines", map[string]any{"Name": "node-new", "Rack": rack}), rack)
+	// So do an ad-hoc job and a secret of a machine behind it.
+	queued(t, e.do(api.RoleOperator, http.MethodPost, "/api/v1/machines/"+machine+"/run", map[string]any{"Script": "echo queued"}), rack)
+	queued(t, e.do(api.RoleOperator, http.MethodPut, "/api/v1/machines/"+machine+"/secrets/queued-key", map[string]any{"Value": "s3cret"}), rack)
+	e.do(api.RoleOperator, http.MethodGet, "/api/v1/machines/"+machine+"/secrets/queued-key", nil).apiError(t, http.StatusNotFound)
 
 	if d := e.description(api.KindMachines, machine); d != "" {
 		t.Fatalf("machine Description %q while its rack is paused, want the write held", d)
@@ -91,8 +95,8 @@ func TestWritesTouchingAPausedRackAreQueuedAndReplayed(t *testing.T) {
 	if body, ok := into[api.PendingOperation](t, e.mustDo(api.RoleReadonly, http.MethodGet, patch.header.Get("Location"), nil, http.StatusOK)).Payload["Body"]; ok {
 		t.Errorf("readonly caller sees the queued body %v", body)
 	}
-	if ops := e.rackOps(rack); len(ops) != 6 {
-		t.Fatalf("%d queued operations, want 6", len(ops))
+	if ops := e.rackOps(rack); len(ops) != 8 {
+		t.Fatalf("%d queued operations, want 8", len(ops))
 	}
 
 	if r := into[api.Rack](t, e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)); r.Status == api.RackPaused {
@@ -111,8 +115,11 @@ func TestWritesTouchingAPausedRackAreQueuedAndReplayed(t *testing.T) {
 		t.Errorf("pod after the pause %v", p)
 	}
 	e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/machines/Name:node-new", nil, http.StatusOK)
-	if jobs := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/jobs?Machine="+machine, nil, http.StatusOK).list(t); len(jobs) != 1 {
-		t.Errorf("jobs after the pause %v, want the queued one created once", jobs)
+	if jobs := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/jobs?Machine="+machine, nil, http.StatusOK).list(t); len(jobs) != 2 {
+		t.Errorf("jobs after the pause %v, want the queued job and ad-hoc job created once each", jobs)
+	}
+	if sec := e.mustDo(api.RoleOperator, http.MethodGet, "/api/v1/machines/"+machine+"/secrets/queued-key", nil, http.StatusOK).json(t); sec["Value"] != "s3cret" {
+		t.Errorf("secret after the pause %v", sec)
 	}
 	settled := into[api.PendingOperation](t, e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/racks/"+rack+"/operations/"+itoa(job.ID), nil, http.StatusOK))
 	if !settled.Released || settled.Done == nil || settled.Outcome != api.OutcomeApplied {
@@ -131,13 +138,13 @@ func TestWritesTouchingAPausedRackAreQueuedAndReplayed(t *testing.T) {
 			}
 		}
 	}
-	if replays != 6 {
-		t.Errorf("%d replay events, want 6: %+v", replays, events)
+	if replays != 8 {
+		t.Errorf("%d replay events, want 8: %+v", replays, events)
 	}
 
 	// Unpausing again replays nothing twice.
 	e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)
-	if jobs := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/jobs?Machine="+machine, nil, http.StatusOK).list(t); len(jobs) != 1 {
+	if jobs := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/jobs?Machine="+machine, nil, http.StatusOK).list(t); len(jobs) != 2 {
 		t.Errorf("jobs after a second unpause %v", jobs)
 	}
 }

@@ -79,7 +79,8 @@ type route struct {
 	write    bool
 	ownable  bool // the handler enforces ownOnly access (checkOwner)
 	// queue is the kind of a write that is queued while it touches a paused rack (queue.go):
-	// set on the generic write routes of the kinds tied to racks.
+	// set on the generic write routes of the kinds tied to racks, and on the writes to a
+	// machine's secrets and ad-hoc jobs.
 	queue string
 	h     handlerFunc
 }
