@@ -376,3 +376,51 @@ func TestQueuedWritesRunOnTheSourceWhenTheTransferIsUndone(t *testing.T) {
 		t.Errorf("machine Description %q after the undo, want the queued write applied", d)
 	}
 }
+
+// Two requests that end the pause at once (a retried unpause) replay each queued write once,
+// and the last queued write is the one that stands.
+func TestConcurrentUnpausesReplayEachWriteOnce(t *testing.T) {
+	e := newEnv(t)
+	rack, machine, _, _ := e.pausedRack()
+	const n = 30
+	for i := range n {
+		queued(t, e.do(api.RoleOperator, http.MethodPatch, "/api/v1/machines/"+machine, map[string]any{"Description": itoa(int64(i))}), rack)
+	}
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			req, err := http.NewRequest(http.MethodPost, e.base+"/api/v1/racks/"+rack+"/unpause", nil)
+			if err != nil {
+				done <- err
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+e.tokens[api.RoleOperator])
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("unpause: %v", err)
+		}
+	}
+	if d := e.description(api.KindMachines, machine); d != itoa(n-1) {
+		t.Errorf("machine Description %q after the replays, want the last queued write's %q", d, itoa(n-1))
+	}
+	events := into[[]api.Event](t, e.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/events?Kind=machines&Key="+machine, nil, http.StatusOK))
+	updates := 0
+	for _, ev := range events {
+		if ev.Action == "update" {
+			updates++
+		}
+	}
+	if updates != n {
+		t.Errorf("%d updates of the machine, want each of the %d queued writes once", updates, n)
+	}
+}
