@@ -57,8 +57,7 @@ func (s *Server) holdWrite(w http.ResponseWriter, r *http.Request, c *call, k ki
 	if err != nil {
 		return false, err
 	}
-	restore := func() { r.Body = io.NopCloser(bytes.NewReader(body)) }
-	restore()
+	r.Body = io.NopCloser(bytes.NewReader(body)) // for the handler, or its dry run
 	refs, err := s.rackRefs(r.Context(), k, r.PathValue("key"), body)
 	if err != nil {
 		return false, err
@@ -74,7 +73,6 @@ func (s *Server) holdWrite(w http.ResponseWriter, r *http.Request, c *call, k ki
 	if err := h(&answerRecorder{}, r.WithContext(store.DryRun(r.Context())), c); err != nil && !errors.Is(err, store.ErrDryRun) {
 		return false, err
 	}
-	restore()
 	payload, err := toPayload(api.WriteRequest{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Body: string(body), User: c.by.User, Role: c.by.Role})
 	if err != nil {
 		return false, err
