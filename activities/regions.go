@@ -41,7 +41,7 @@ type Regions struct {
 
 // DialClient makes a Region backed by the region HTTP client.
 func DialClient(rc RegionConfig) Region {
-	return ClientRegion{Client: client.New(rc.URL, rc.Token)}
+	return ClientRegion{Client: client.New(rc.URL, rc.Token, client.AsMove())}
 }
 
 // LoadRegions reads a regions file and returns a resolver whose clients are made by DialClient.

@@ -447,9 +447,14 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 
 func deleteAnswer(err error) string {
 	var apiErr *regionclient.APIError
+	var queued *regionclient.QueuedError
 	switch {
 	case err == nil:
 		return "accepted"
+	case errors.As(err, &queued):
+		// The machine's rack is paused for its transfer: the delete runs where the rack
+		// lives once the transfer ends, so it is accepted all the same.
+		return queued.Error() + ": accepted"
 	case errors.As(err, &apiErr):
 		return fmt.Sprintf("HTTP %d %s", apiErr.StatusCode, apiErr.Message)
 	}

@@ -41,10 +41,13 @@ func TestTerminatedTransferIsRecovered(t *testing.T) {
 	// checked in takes the per-machine path and waits for its agent at the target, which
 	// never comes: that holds the transfer in its machine phase for the termination.
 	waiting := machines[0].Uuid
+	// The test stands in for the agent's check-in, which the agent API applies whatever the
+	// rack's pause; an ordinary write to a machine of a paused rack would wait for its end.
+	agent := regionclient.New(s.Regions["region-a"].URL, s.AdminToken, regionclient.AsMove())
 	setAgentSeen := func(seen string) {
 		t.Helper()
 		patch, _ := json.Marshal(map[string]any{"Meta": map[string]any{api.MetaAgentLastSeen: seen}})
-		if _, err := a.Machines().Patch(ctx, waiting, patch); err != nil {
+		if _, err := agent.Machines().Patch(ctx, waiting, patch); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -30,7 +33,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if executed, err := root.ExecuteContextC(ctx); err != nil {
+	executed, err := root.ExecuteContextC(ctx)
+	var queued *client.QueuedError
+	switch {
+	case errors.As(err, &queued):
+		// Accepted, not failed: the write runs when the rack's pause ends.
+		fmt.Fprintf(stdout, "%v; see `ironflow racks operations %s %d`\n", queued, queued.Queued.Rack, queued.Queued.Operation.ID)
+	case err != nil:
 		fmt.Fprintf(stderr, "Error: %v\n", explainRegionError(ctx, executed, err))
 		return 1
 	}

@@ -231,6 +231,13 @@ type PendingOperation struct {
 	Payload  map[string]any `json:"Payload"`
 	Created  time.Time      `json:"Created"`
 	Released bool           `json:"Released"`
+	// Done is when a queued write (OperationWrite) was settled on this region: replayed, or
+	// handed over with its rack to another region, or dropped with the copy of an undone
+	// transfer. Outcome says which: OutcomeApplied, OutcomeHandedOver, OutcomeDropped,
+	// OutcomeReplaying (settling; left so by a crash, never retried) or the error the replay
+	// was answered with.
+	Done    *time.Time `json:"Done,omitempty"`
+	Outcome string     `json:"Outcome,omitempty"`
 }
 
 // Info describes a region and its cluster.

@@ -13,7 +13,13 @@ package api
 //	POST   /api/v1/racks/{uuid}/hand-over            (source: drops the network the rack alone serves and its pods, then deletes the rack without force)
 //	GET    /api/v1/racks/{uuid}/operations           -> []PendingOperation (unreleased, for the rack and its machines)
 //	POST   /api/v1/racks/{uuid}/operations           PendingOperation -> PendingOperation (queued; only while the rack is paused)
+//	GET    /api/v1/racks/{uuid}/operations/{id}      -> PendingOperation (released or not; a queued write with its Outcome)
 //	POST   /api/v1/racks/{uuid}/operations/release   OperationsRelease -> []PendingOperation (marked released)
+//
+// An ordinary write (POST, PUT, PATCH, DELETE of the generic kind routes; a machine's secrets
+// and ad-hoc scripts) that touches a paused rack, its machines and their jobs, its pods, its
+// VLANs, their subnets and leases, is queued rather than applied and answered 202 Accepted
+// with a QueuedWrite (queue.go).
 //
 // A rack may be transferred only when no other rack serves its VLANs (export refuses with
 // 409 and names the shared VLANs).

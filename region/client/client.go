@@ -29,6 +29,7 @@ type Client struct {
 	endpoint string // base URL without a trailing slash
 	token    string
 	http     *http.Client
+	move     bool // send api.HeaderMove
 }
 
 // Option configures a Client.
@@ -41,6 +42,12 @@ func WithHTTPClient(h *http.Client) Option {
 		copied := *h
 		c.http = &copied
 	}
+}
+
+// AsMove marks every write of the client as part of a move (api.HeaderMove): the workers'
+// calls, which must not wait for the pause of a rack that their own move holds.
+func AsMove() Option {
+	return func(c *Client) { c.move = true }
 }
 
 // WithTimeout sets the overall timeout of one request (0 disables it).
@@ -159,6 +166,9 @@ func (c *Client) do(ctx context.Context, r request) error {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if c.move {
+		req.Header.Set(api.HeaderMove, "1")
+	}
 	for name, values := range r.header {
 		req.Header[name] = values
 	}
@@ -172,6 +182,9 @@ func (c *Client) do(ctx context.Context, r request) error {
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return decodeFailure(resp)
+	}
+	if resp.StatusCode == http.StatusAccepted && r.method != http.MethodGet {
+		return decodeQueued(resp)
 	}
 	if err := decodeBody(resp.Body, r.out); err != nil {
 		return fmt.Errorf("%s %s: decode answer: %w", r.method, r.path, err)
@@ -220,6 +233,31 @@ func decodeFailure(resp *http.Response) error {
 		msg = http.StatusText(resp.StatusCode)
 	}
 	return &APIError{StatusCode: resp.StatusCode, Message: msg, Foreign: true}
+}
+
+// decodeQueued turns the 202 answer to a write held for a paused rack into *QueuedError.
+func decodeQueued(resp *http.Response) error {
+	var q api.QueuedWrite
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&q); err != nil {
+		return fmt.Errorf("read HTTP 202 answer: %w", err)
+	}
+	return &QueuedError{Queued: q, Location: resp.Header.Get("Location")}
+}
+
+// QueuedError is a 202 answer: the write was accepted but not applied, since it touches a
+// rack paused for a transfer; it is replayed when the pause ends. It is an error so that
+// no caller takes the write for done, and not a failure: the CLI exits 0 on it.
+type QueuedError struct {
+	Queued   api.QueuedWrite
+	Location string // the queued operation
+}
+
+func (e *QueuedError) Error() string {
+	q := e.Queued
+	if q.Transfer.IsZero() {
+		return fmt.Sprintf("queued until the pause of rack %s ends: operation %d", q.RackName, q.Operation.ID)
+	}
+	return fmt.Sprintf("queued until the rack transfer of %s (%s, %s→%s) finishes: operation %d", q.RackName, q.Transfer.Transfer, q.Transfer.From, q.Transfer.To, q.Operation.ID)
 }
 
 // APIError is a non-2xx answer of the region; Message comes from the {"Error","Code"} body.

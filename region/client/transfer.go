@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -65,6 +66,12 @@ func (c *Client) HandOverRack(ctx context.Context, rack string) error {
 // RackOperations lists the unreleased operations queued for the rack and its machines.
 func (c *Client) RackOperations(ctx context.Context, rack string) ([]api.PendingOperation, error) {
 	return callKey[[]api.PendingOperation](ctx, c, http.MethodGet, nil, api.KindRacks, rack, "operations")
+}
+
+// RackOperation returns operation id of the rack, released or not: a queued write (the
+// Location of its 202) with its Outcome once replayed.
+func (c *Client) RackOperation(ctx context.Context, rack string, id int64) (api.PendingOperation, error) {
+	return callKey[api.PendingOperation](ctx, c, http.MethodGet, nil, api.KindRacks, rack, "operations", strconv.FormatInt(id, 10))
 }
 
 // QueueRackOperation queues op for the paused rack or one of its machines.

@@ -41,6 +41,8 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, store.ErrFull):
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }

@@ -14,10 +14,11 @@ const resSecrets = "secrets"
 func (s *Server) secretRoutes() {
 	item := api.PathPrefix + "/" + api.KindMachines + "/{key}"
 	secret := item + "/secrets/{name...}"
-	s.handle(route{pattern: "PUT " + secret, resource: resSecrets, write: true, h: s.putSecret})
+	// Writes wait while the machine's rack is paused for a transfer (queue.go).
+	s.handle(route{pattern: "PUT " + secret, resource: resSecrets, write: true, queue: api.KindMachines, h: s.putSecret})
 	s.handle(route{pattern: "GET " + secret, resource: resSecrets, h: s.showSecret})
-	s.handle(route{pattern: "DELETE " + secret, resource: resSecrets, write: true, h: s.deleteSecret})
-	s.handle(route{pattern: "POST " + item + "/run", resource: api.KindMachines, write: true, h: s.runAdhoc})
+	s.handle(route{pattern: "DELETE " + secret, resource: resSecrets, write: true, queue: api.KindMachines, h: s.deleteSecret})
+	s.handle(route{pattern: "POST " + item + "/run", resource: api.KindMachines, write: true, queue: api.KindMachines, h: s.runAdhoc})
 }
 
 func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, c *call) error {

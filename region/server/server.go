@@ -78,7 +78,11 @@ type route struct {
 	resource string // a permissions resource
 	write    bool
 	ownable  bool // the handler enforces ownOnly access (checkOwner)
-	h        handlerFunc
+	// queue is the kind of a write that is queued while it touches a paused rack (queue.go):
+	// set on the generic write routes of the kinds tied to racks, and on the writes to a
+	// machine's secrets and ad-hoc jobs.
+	queue string
+	h     handlerFunc
 }
 
 // New returns a server for st. Run opens the store and calls New; tests and dev stacks call
@@ -129,11 +133,15 @@ func (s *Server) routes() {
 	for _, k := range kinds {
 		coll, item := p+"/"+k.name, p+"/"+k.name+"/{key}"
 		s.handle(route{pattern: "GET " + coll, resource: k.name, ownable: true, h: s.list(k)})
-		s.handle(route{pattern: "POST " + coll, resource: k.name, write: true, h: s.create(k)})
+		queue := ""
+		if len(rackTies[k.name]) > 0 {
+			queue = k.name
+		}
+		s.handle(route{pattern: "POST " + coll, resource: k.name, write: true, queue: queue, h: s.create(k)})
 		s.handle(route{pattern: "GET " + item, resource: k.name, ownable: true, h: s.show(k)})
-		s.handle(route{pattern: "PUT " + item, resource: k.name, write: true, h: s.replace(k)})
-		s.handle(route{pattern: "PATCH " + item, resource: k.name, write: true, h: s.patch(k)})
-		s.handle(route{pattern: "DELETE " + item, resource: k.name, write: true, h: s.remove(k)})
+		s.handle(route{pattern: "PUT " + item, resource: k.name, write: true, queue: queue, h: s.replace(k)})
+		s.handle(route{pattern: "PATCH " + item, resource: k.name, write: true, queue: queue, h: s.patch(k)})
+		s.handle(route{pattern: "DELETE " + item, resource: k.name, write: true, queue: queue, h: s.remove(k)})
 	}
 }
 
@@ -147,10 +155,13 @@ func (s *Server) handle(rt route) {
 			return
 		}
 		if !rt.public {
-			by, err := s.authenticate(r)
-			if err != nil {
-				s.writeError(w, r, err)
-				return
+			by, replayed := replayedBy(r.Context())
+			if !replayed {
+				var err error
+				if by, err = s.authenticate(r); err != nil {
+					s.writeError(w, r, err)
+					return
+				}
 			}
 			acc := authorize(by.Role, rt.resource, rt.write)
 			if acc == denied || acc == ownOnly && !rt.ownable {
@@ -162,6 +173,15 @@ func (s *Server) handle(rt route) {
 				return
 			}
 			c.by, c.own = by, acc == ownOnly
+		}
+		if rt.queue != "" {
+			queued, err := s.holdWrite(w, r, c, kindNamed(rt.queue), rt.h)
+			if err != nil {
+				s.writeError(w, r, err)
+			}
+			if queued || err != nil {
+				return
+			}
 		}
 		if err := rt.h(w, r, c); err != nil {
 			s.writeError(w, r, err)

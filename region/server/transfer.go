@@ -2,11 +2,10 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/ironflow/ironflow/region/api"
-	"github.com/ironflow/ironflow/region/store"
 )
 
 // resRackTransfer is moving racks between regions and their queue of pending operations:
@@ -21,28 +20,31 @@ func (s *Server) transferRoutes() {
 	coll := api.PathPrefix + "/" + api.KindRacks
 	item := coll + "/{uuid}"
 	s.handle(route{pattern: "POST " + item + "/pause", resource: resRackTransfer, write: true, h: s.pauseRack})
-	s.handle(route{pattern: "POST " + item + "/unpause", resource: resRackTransfer, write: true, h: s.rackAction(s.st.UnpauseRack)})
+	s.handle(route{pattern: "POST " + item + "/unpause", resource: resRackTransfer, write: true, h: s.unpauseRack})
 	s.handle(route{pattern: "GET " + item + "/export", resource: resRackTransfer, h: s.exportRack})
 	s.handle(route{pattern: "POST " + coll + "/import/check", resource: resRackTransfer, h: s.checkRackImport})
 	s.handle(route{pattern: "POST " + coll + "/import", resource: resRackTransfer, write: true, h: s.importRack})
 	s.handle(route{pattern: "DELETE " + item + "/import", resource: resRackTransfer, write: true, h: s.undoRackImport})
 	s.handle(route{pattern: "POST " + item + "/hand-over", resource: resRackTransfer, write: true, h: s.handOverRack})
 	s.handle(route{pattern: "GET " + item + "/operations", resource: resRackTransfer, h: s.rackOperations})
+	s.handle(route{pattern: "GET " + item + "/operations/{id}", resource: resRackTransfer, h: s.rackOperation})
 	s.handle(route{pattern: "POST " + item + "/operations", resource: resRackTransfer, write: true, h: s.queueRackOperation})
 	s.handle(route{pattern: "POST " + item + "/operations/release", resource: resRackTransfer, write: true, h: s.releaseRackOperations})
 	s.handle(route{pattern: "POST " + item + "/recover", resource: resRackTransfer, write: true, h: s.recoverRackTransfer})
 }
 
-// rackAction serves a bodiless POST that changes the rack at {uuid} and answers with it.
-func (s *Server) rackAction(action func(ctx context.Context, by store.Principal, rackUUID string) (api.Rack, error)) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, c *call) error {
-		rack, err := action(r.Context(), c.by, r.PathValue("uuid"))
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, rack)
-		return nil
+// unpauseRack ends the rack's pause, then replays the writes queued for it that are due
+// here (queue.go).
+func (s *Server) unpauseRack(w http.ResponseWriter, r *http.Request, c *call) error {
+	rack, err := s.st.UnpauseRack(r.Context(), c.by, r.PathValue("uuid"))
+	if err != nil {
+		return err
 	}
+	if err := s.replayWrites(r.Context(), rack.Uuid); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rack)
+	return nil
 }
 
 // pauseRack pauses the rack for the transfer run its optional RackHold body names.
@@ -73,6 +75,11 @@ func (s *Server) recoverRackTransfer(w http.ResponseWriter, r *http.Request, c *
 	res, err := s.st.RecoverRackTransfer(r.Context(), c.by, r.PathValue("uuid"), rec)
 	if err != nil {
 		return err
+	}
+	if rec.Action == api.RecoverUnpause {
+		if err := s.replayWrites(r.Context(), r.PathValue("uuid")); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
@@ -132,12 +139,27 @@ func (s *Server) handOverRack(w http.ResponseWriter, r *http.Request, c *call) e
 	return nil
 }
 
-func (s *Server) rackOperations(w http.ResponseWriter, r *http.Request, _ *call) error {
+func (s *Server) rackOperations(w http.ResponseWriter, r *http.Request, c *call) error {
 	ops, err := s.st.RackOperations(r.Context(), r.PathValue("uuid"))
 	if err != nil {
 		return err
 	}
+	hideQueuedBodies(c, ops)
 	writeJSON(w, http.StatusOK, nonNil(ops))
+	return nil
+}
+
+func (s *Server) rackOperation(w http.ResponseWriter, r *http.Request, c *call) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "operation ID %q is not a number", r.PathValue("id"))
+	}
+	op, err := s.st.RackOperation(r.Context(), r.PathValue("uuid"), id)
+	if err != nil {
+		return err
+	}
+	hideQueuedBodies(c, []api.PendingOperation{op})
+	writeJSON(w, http.StatusOK, op)
 	return nil
 }
 

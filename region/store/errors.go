@@ -15,6 +15,7 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")         // 401: unknown, expired or revoked token
 	ErrForbidden    = errors.New("forbidden")            // 403: the caller may not act on this object
 	ErrUnavailable  = errors.New("database unavailable") // 503: PostgreSQL cannot be reached
+	ErrFull         = errors.New("full")                 // 429: a bounded queue holds all it may
 )
 
 // DependencyError says which objects keep Kind/Key from being deleted.

@@ -13,6 +13,11 @@ const operationsKind = "operations"
 
 // QueueOperation stores an operation for a paused rack or machine; op gets its ID and Created.
 func (s *Store) QueueOperation(ctx context.Context, by Principal, op *api.PendingOperation) error {
+	return s.tx(ctx, func(tx pgx.Tx) error { return insertOperation(ctx, tx, by, op) })
+}
+
+// insertOperation is QueueOperation inside tx.
+func insertOperation(ctx context.Context, tx pgx.Tx, by Principal, op *api.PendingOperation) error {
 	target := op.Target
 	if err := canonUUID("pending operation", "Target", &target, false); err != nil {
 		return err
@@ -25,14 +30,11 @@ func (s *Store) QueueOperation(ctx context.Context, by Principal, op *api.Pendin
 		payload = map[string]any{}
 	}
 	stored := api.PendingOperation{Target: target, Kind: op.Kind, Payload: payload}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "INSERT INTO pending_operations (target, kind, payload) VALUES ($1, $2, $3) RETURNING id, created",
-			target, op.Kind, payload).Scan(&stored.ID, &stored.Created); err != nil {
-			return err
-		}
-		return recordEvent(ctx, tx, by, "queue", operationsKind, target, map[string]any{"ID": stored.ID, "Kind": op.Kind})
-	})
-	if err != nil {
+	if err := tx.QueryRow(ctx, "INSERT INTO pending_operations (target, kind, payload) VALUES ($1, $2, $3) RETURNING id, created",
+		target, op.Kind, payload).Scan(&stored.ID, &stored.Created); err != nil {
+		return err
+	}
+	if err := recordEvent(ctx, tx, by, "queue", operationsKind, target, map[string]any{"ID": stored.ID, "Kind": op.Kind}); err != nil {
 		return err
 	}
 	*op = stored
@@ -50,17 +52,6 @@ func (s *Store) PendingOperations(ctx context.Context, target string) ([]api.Pen
 		}
 		w.add("target = $1", target)
 	}
-	rows, err := s.pool.Query(ctx, "SELECT id, target::text, kind, payload, created, released FROM pending_operations"+w.sql()+" ORDER BY id", w.args...)
-	if err != nil {
-		return nil, classify(err)
-	}
-	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.PendingOperation, error) {
-		var op api.PendingOperation
-		err := r.Scan(&op.ID, &op.Target, &op.Kind, &op.Payload, &op.Created, &op.Released)
-		return op, err
-	})
-	if err != nil {
-		return nil, classify(err)
-	}
-	return ops, nil
+	ops, err := scanOperations(s.pool.Query(ctx, "SELECT "+operationColumns+" FROM pending_operations"+w.sql()+" ORDER BY id", w.args...))
+	return ops, classify(err)
 }

@@ -142,10 +142,20 @@ func (s *Store) Delete(ctx context.Context, by Principal, kind, key string, forc
 }
 
 // tx runs fn in a transaction and turns constraint violations into classed errors.
+// Under DryRun it rolls back what fn did and returns ErrDryRun.
 func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	if isDryRun(ctx) {
+		inner := fn
+		fn = func(tx pgx.Tx) error {
+			if err := inner(tx); err != nil {
+				return err
+			}
+			return ErrDryRun
+		}
+	}
 	err := pgx.BeginFunc(ctx, s.pool, fn)
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrDryRun) {
+		return err
 	}
 	pgErr := pgError(err)
 	if pgErr == nil {

@@ -417,8 +417,10 @@ func undoRackImport(ctx context.Context, tx pgx.Tx, by Principal, rackUUID strin
 			return err
 		}
 	}
-	_, err := tx.Exec(ctx, "DELETE FROM rack_imports WHERE rack = $1", rackUUID)
-	return err
+	if _, err := tx.Exec(ctx, "DELETE FROM rack_imports WHERE rack = $1", rackUUID); err != nil {
+		return err
+	}
+	return dropQueuedWrites(ctx, tx, by, rackUUID)
 }
 
 func deleteImported[T any](ctx context.Context, tx pgx.Tx, by Principal, k *kind[T], rackUUID string) error {
@@ -507,29 +509,40 @@ const rackOpsWhere = "(target = $1::uuid OR target IN (SELECT uuid FROM machines
 
 // QueueRackOperation queues op for a paused rack or one of the machines behind it; it runs
 // when the transfer releases the queue. A rack that is not paused refuses (ErrConflict): run
-// the operation directly.
+// the operation directly. A rack holding api.MaxQueuedOperations unreleased operations
+// refuses more (ErrFull).
 func (s *Store) QueueRackOperation(ctx context.Context, by Principal, rackUUID string, op *api.PendingOperation) error {
-	r, err := rackByUUID(ctx, s.pool, rackUUID, false)
-	if err != nil {
-		return classify(err)
-	}
-	if r.obj.Status != api.RackPaused {
-		return conflictf("rack %s is not paused; run the operation directly", r.obj.Name)
-	}
 	target := op.Target
 	if err := canonUUID("pending operation", "Target", &target, false); err != nil {
 		return err
 	}
-	if target != r.obj.Uuid {
-		m, err := machines.resolve(ctx, s.pool, target, false)
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		// Locked, so that concurrent writes cannot queue past the cap together.
+		r, err := rackByUUID(ctx, tx, rackUUID, true)
 		if err != nil {
-			return classify(err)
+			return err
 		}
-		if m.obj.Rack != r.obj.Uuid {
-			return invalidf("machine %s is behind rack %q, not rack %s", m.obj.Name, m.obj.Rack, r.obj.Name)
+		if r.obj.Status != api.RackPaused {
+			return conflictf("rack %s is not paused; run the operation directly", r.obj.Name)
 		}
-	}
-	return s.QueueOperation(ctx, by, op)
+		if target != r.obj.Uuid {
+			m, err := machines.resolve(ctx, tx, target, false)
+			if err != nil {
+				return err
+			}
+			if m.obj.Rack != r.obj.Uuid {
+				return invalidf("machine %s is behind rack %q, not rack %s", m.obj.Name, m.obj.Rack, r.obj.Name)
+			}
+		}
+		var queued int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM pending_operations WHERE NOT released AND "+rackOpsWhere, r.obj.Uuid).Scan(&queued); err != nil {
+			return err
+		}
+		if queued >= api.MaxQueuedOperations {
+			return classed(ErrFull, "rack %s already has %d queued operations, the most it may hold; retry once its transfer has finished", r.obj.Name, queued)
+		}
+		return insertOperation(ctx, tx, by, op)
+	})
 }
 
 // RackOperations lists the unreleased operations of the rack, oldest first.
@@ -537,7 +550,7 @@ func (s *Store) RackOperations(ctx context.Context, rackUUID string) ([]api.Pend
 	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
 		return nil, err
 	}
-	ops, err := scanOperations(s.pool.Query(ctx, "SELECT id, target::text, kind, payload, created, released FROM pending_operations WHERE NOT released AND "+rackOpsWhere+" ORDER BY id", rackUUID))
+	ops, err := scanOperations(s.pool.Query(ctx, "SELECT "+operationColumns+" FROM pending_operations WHERE NOT released AND "+rackOpsWhere+" ORDER BY id", rackUUID))
 	return ops, classify(err)
 }
 
@@ -578,8 +591,11 @@ func (s *Store) ReleaseRackOperations(ctx context.Context, by Principal, rackUUI
 		// not arrived here.
 		var err error
 		released, err = scanOperations(tx.Query(ctx, "UPDATE pending_operations SET released = true WHERE NOT released AND ("+rackOpsWhere+
-			" OR origin = ANY($2::text[])) RETURNING id, target::text, kind, payload, created, released", rackUUID, origins))
+			" OR origin = ANY($2::text[])) RETURNING "+operationColumns, rackUUID, origins))
 		if err != nil {
+			return err
+		}
+		if err := settleHandedOver(ctx, tx, rackUUID, released); err != nil {
 			return err
 		}
 		return recordEvent(ctx, tx, by, "release", operationsKind, rackUUID, map[string]any{"Released": len(released), "Origin": rel.Origin})
@@ -591,13 +607,16 @@ func (s *Store) ReleaseRackOperations(ctx context.Context, by Principal, rackUUI
 	return released, nil
 }
 
+// operationColumns are the columns scanOperations reads.
+const operationColumns = "id, target::text, kind, payload, created, released, done, outcome"
+
 func scanOperations(rows pgx.Rows, err error) ([]api.PendingOperation, error) {
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.PendingOperation, error) {
 		var op api.PendingOperation
-		err := r.Scan(&op.ID, &op.Target, &op.Kind, &op.Payload, &op.Created, &op.Released)
+		err := r.Scan(&op.ID, &op.Target, &op.Kind, &op.Payload, &op.Created, &op.Released, &op.Done, &op.Outcome)
 		return op, err
 	})
 }
