@@ -12,7 +12,8 @@ import (
 	"github.com/ironflow/ironflow/activities"
 )
 
-// Window bounds of BulkMigrate: how many machines migrate at once.
+// Window bounds of BulkMigrate (MaxBulkWindow also of TransferRack and of set-window): how
+// many machines migrate at once.
 const (
 	DefaultBulkWindow = 5
 	MaxBulkWindow     = 50

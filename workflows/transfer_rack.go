@@ -233,8 +233,8 @@ func (in TransferRackInput) check() error {
 	if id, err := uuid.Parse(in.Rack); err != nil || id.String() != in.Rack {
 		problems = append(problems, fmt.Errorf("Rack %q is not a lower-case UUID", in.Rack))
 	}
-	if in.Window < 0 {
-		problems = append(problems, fmt.Errorf("Window %d is negative", in.Window))
+	if in.Window < 0 || in.Window > MaxBulkWindow {
+		problems = append(problems, fmt.Errorf("Window %d is not between 1 and %d (0: the default)", in.Window, MaxBulkWindow))
 	}
 	if in.WaitForRunningJob < 0 {
 		problems = append(problems, fmt.Errorf("WaitForRunningJob %s is negative", in.WaitForRunningJob))

@@ -378,11 +378,12 @@ func TestTransferRackWindow(t *testing.T) {
 
 func TestTransferRackRefusesBadInput(t *testing.T) {
 	cases := map[string]workflows.TransferRackInput{
-		"no source":         {TargetRegion: "west", Rack: transferRack},
-		"same region":       {SourceRegion: "east", TargetRegion: "east", Rack: transferRack},
-		"rack not a UUID":   {SourceRegion: "east", TargetRegion: "west", Rack: "rack-a"},
-		"negative window":   {SourceRegion: "east", TargetRegion: "west", Rack: transferRack, Window: -1},
-		"negative job wait": {SourceRegion: "east", TargetRegion: "west", Rack: transferRack, WaitForRunningJob: -time.Second},
+		"no source":            {TargetRegion: "west", Rack: transferRack},
+		"same region":          {SourceRegion: "east", TargetRegion: "east", Rack: transferRack},
+		"rack not a UUID":      {SourceRegion: "east", TargetRegion: "west", Rack: "rack-a"},
+		"negative window":      {SourceRegion: "east", TargetRegion: "west", Rack: transferRack, Window: -1},
+		"window above the cap": {SourceRegion: "east", TargetRegion: "west", Rack: transferRack, Window: workflows.MaxBulkWindow + 1},
+		"negative job wait":    {SourceRegion: "east", TargetRegion: "west", Rack: transferRack, WaitForRunningJob: -time.Second},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
