@@ -180,7 +180,12 @@ func TestTransferRackCancelledInALaterRunUndoesTheFirstRunsSteps(t *testing.T) {
 		t.Errorf("continued as new %d times, want once", len(continued))
 	}
 	equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "RackMachines", "UndoRackCopy", "UnpauseRack"})
-	equal(t, "machines whose migration saw the cancel", children.canceled, machines[4:6])
+	// The cancel reaches the two machines in flight in the second run: the first pair of its
+	// per-machine list, which follows the order in which its two batches returned them.
+	canceled := slices.Sorted(slices.Values(children.canceled))
+	if !slices.Equal(canceled, machines[4:6]) && !slices.Equal(canceled, machines[6:8]) {
+		t.Errorf("machines whose migration saw the cancel %v, want one batch's pair of %v", canceled, machines[4:])
+	}
 	if p := e.progress(); p.Phase != workflows.PhaseCanceled || p.MachinesDone != 4 {
 		t.Errorf("progress %+v", p)
 	}
