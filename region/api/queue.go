@@ -28,7 +28,8 @@ const (
 )
 
 // HeaderMove marks a write as part of a move (the workers' region calls): it is applied even
-// while its rack is paused, since the move itself is what holds the rack.
+// while its rack is paused, since the move itself is what holds the rack. Only an admin's mark
+// counts (the workers' tokens); other roles' writes are queued all the same.
 const HeaderMove = "X-Ironflow-Move"
 
 // WriteRequest is the Payload of an OperationWrite: the request as it is replayed, and who

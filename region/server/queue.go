@@ -45,12 +45,23 @@ var rackTies = map[string][]rackTie{
 	api.KindLeases:   {{"Subnet", func(r *store.RackRefs) *[]string { return &r.Subnets }}},
 }
 
+// isMoveWrite says whether r is a write of the move that holds the rack: marked so by an admin
+// (the workers' regions-file tokens are admin's; an operator's mark is ignored, so an operator
+// cannot write past a transfer), or a DELETE naming the migration, which the delete itself
+// then checks (store.ForMigration).
+func isMoveWrite(r *http.Request, c *call) bool {
+	if r.Header.Get(api.HeaderMove) != "" && c.by.Role == api.RoleAdmin {
+		return true
+	}
+	return r.Method == http.MethodDelete && r.URL.Query().Has(paramMigration)
+}
+
 // holdWrite queues the write r to kind k when it touches a paused rack, answering 202, and
 // reports whether it did. A write it does not queue goes on to the handler h with its body
 // intact. A write it would queue is first run as a dry run, so what h refuses now (a bad body,
 // a missing object, a conflict) is answered now instead.
 func (s *Server) holdWrite(w http.ResponseWriter, r *http.Request, c *call, k kind, h handlerFunc) (bool, error) {
-	if r.Header.Get(api.HeaderMove) != "" || r.URL.Query().Has(paramMigration) {
+	if isMoveWrite(r, c) {
 		return false, nil // the move's own writes: it holds the rack
 	}
 	body, err := readBody(w, r)

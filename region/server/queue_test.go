@@ -174,21 +174,34 @@ func TestQueuedWritesCheckRoleAndInputFirst(t *testing.T) {
 	e.mustDo(api.RoleOperator, http.MethodPatch, "/api/v1/machines/"+elsewhere, map[string]any{"Description": "now"}, http.StatusOK)
 	e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/jobs", map[string]any{"Machine": elsewhere}, http.StatusCreated)
 	e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/profiles", map[string]any{"Name": "p1"}, http.StatusCreated)
-	// The move's own writes: applied.
-	req, err := http.NewRequest(http.MethodPatch, e.base+path, strings.NewReader(`{"Description": "by the move"}`))
-	if err != nil {
-		t.Fatal(err)
+	if ops := e.rackOps(rack); len(ops) != 0 {
+		t.Fatalf("writes off the paused rack were queued: %+v", ops)
 	}
-	req.Header.Set("Authorization", "Bearer "+e.tokens[api.RoleOperator])
-	req.Header.Set(api.HeaderMove, "1")
-	if r := send(t, req); r.code != http.StatusOK {
-		t.Fatalf("move's write: %d %s", r.code, r.body)
+	// The move's own writes (the workers' admin tokens) are applied; an operator cannot pass
+	// for the move, nor skip the queue with a ?migration= on anything but a DELETE.
+	moveWrite := func(role, query, description string) int {
+		req, err := http.NewRequest(http.MethodPatch, e.base+path+query, strings.NewReader(`{"Description": "`+description+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.tokens[role])
+		req.Header.Set(api.HeaderMove, "1")
+		return send(t, req).code
+	}
+	if code := moveWrite(api.RoleOperator, "", "operator as the move"); code != http.StatusAccepted {
+		t.Errorf("an operator's write marked as the move: %d, want 202 (queued)", code)
+	}
+	if code := moveWrite(api.RoleOperator, "?migration=transfer-rack/"+rack, "operator naming the migration"); code != http.StatusAccepted {
+		t.Errorf("an operator's PATCH naming the migration: %d, want 202 (queued)", code)
+	}
+	if d := e.description(api.KindMachines, machine); d == "operator as the move" || d == "operator naming the migration" {
+		t.Errorf("machine Description %q: an operator's write skipped the queue", d)
+	}
+	if code := moveWrite(api.RoleAdmin, "", "by the move"); code != http.StatusOK {
+		t.Fatalf("the move's write: %d, want 200", code)
 	}
 	if d := e.description(api.KindMachines, machine); d != "by the move" {
 		t.Errorf("machine Description %q, want the move's write applied", d)
-	}
-	if ops := e.rackOps(rack); len(ops) != 0 {
-		t.Fatalf("writes off the paused rack were queued: %+v", ops)
 	}
 }
 
