@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -37,6 +38,29 @@ func TestTransferRackDrainsRunningJobs(t *testing.T) {
 	job, err := a.Jobs().Create(ctx, api.Job{Machine: machines[0].Uuid, Task: "long-task", State: api.JobRunning})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The job ends the way a real one does, reported by the machine's agent: an operator's
+	// write to a machine of a paused rack would be queued until the transfer ends.
+	const agentSecret = "drain-test-agent-secret"
+	if _, err := a.Machines().Patch(ctx, machines[0].Uuid, json.RawMessage(`{"Secret":"`+agentSecret+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	finishJob := func() {
+		body := strings.NewReader(`{"ExitCode":0,"ExitState":"complete"}`)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Regions["region-a"].URL+api.PathPrefix+"/agent/"+machines[0].Uuid+"/jobs/"+job.Uuid+"/exit", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer machine:"+machines[0].Uuid+":"+agentSecret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("the agent's job exit: %s", resp.Status)
+		}
 	}
 	transfer := func(wait time.Duration) client.WorkflowRun {
 		in := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: rack.Uuid, WaitForRunningJob: wait}
@@ -80,9 +104,7 @@ func TestTransferRackDrainsRunningJobs(t *testing.T) {
 			t.Fatalf("phase %q (%v) while the job runs, want %s", p, err, workflows.PhaseDrainingJobs)
 		}
 	}
-	if _, err := a.Jobs().Patch(ctx, job.Uuid, json.RawMessage(`{"State":"finished"}`)); err != nil {
-		t.Fatal(err)
-	}
+	finishJob()
 	var res workflows.TransferRackResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
