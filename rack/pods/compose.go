@@ -108,6 +108,9 @@ func (c *Conn) compose(vm VM) (Composed, error) {
 	if err != nil {
 		return Composed{}, refuse(fmt.Errorf("VM %s: %w", vm.Name, err))
 	}
+	if err := c.checkFits(vm); err != nil {
+		return Composed{}, refuse(fmt.Errorf("VM %s: %w", vm.Name, err))
+	}
 	if err := c.checkRoom(vm.Disks); err != nil {
 		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
 	}
@@ -210,6 +213,23 @@ func guestDomainType(caps libvirtxml.Caps, arch string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("the pod cannot run architecture %q (it runs %v)", arch, archs)
+}
+
+// checkFits refuses a VM with more CPUs or memory than the whole host has: libvirt defines
+// it all the same, and it could never start (or only by swapping the host to a halt). Pods
+// are overcommitted VM by VM, as on any KVM host; only one VM larger than the host is refused.
+func (c *Conn) checkFits(vm VM) error {
+	_, memKiB, cpus, _, _, _, _, _, err := c.lv.NodeGetInfo()
+	if err != nil {
+		return fmt.Errorf("read node info: %w", err)
+	}
+	if vm.Cores > int(cpus) {
+		return fmt.Errorf("%d cores asked, the pod has %d", vm.Cores, cpus)
+	}
+	if vm.MemoryBytes > memKiB*1024 {
+		return fmt.Errorf("%d MiB of memory asked, the pod has %d MiB", vm.MemoryBytes>>20, memKiB>>10)
+	}
+	return nil
 }
 
 // checkRoom refuses disks their pools have no room for, before anything is created.

@@ -308,12 +308,14 @@ func TestComposeRefusesBadRequestsAndCreatesNothing(t *testing.T) {
 		{"a bad name", func(vm *VM) { vm.Name = "a/b" }, "VM name"},
 		{"no NIC", func(vm *VM) { vm.NIC = NIC{} }, "exactly one of a bridge or a network"},
 		{"a bad MAC", func(vm *VM) { vm.NIC.MAC = "zz" }, "MAC"},
+		{"more memory than the host", func(vm *VM) { vm.MemoryBytes = 1 << 50 }, "MiB of memory asked"},
+		{"more cores than the host", func(vm *VM) { vm.Cores = 1 << 16 }, "cores asked"},
 	} {
 		vm := good
 		vm.Disks = slices.Clone(good.Disks)
 		c.edit(&vm)
-		if _, err := p.conn.Compose(vm); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		if _, err := p.conn.Compose(vm); err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrRefused) {
+			t.Errorf("%s: %v, want a refusal with %q", c.what, err, c.want)
 		}
 		if vols := p.volumes(t); len(vols) != 0 {
 			t.Errorf("%s: volumes created: %v", c.what, vols)
