@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -50,7 +51,12 @@ func runPodWork(cmd *cobra.Command, pod api.Pod, w podWork, out any) error {
 		return fmt.Errorf("pod %s: start %s: %w", pod.Name, w.id, err)
 	}
 	if err := run.Get(cmd.Context(), out); err != nil {
-		return fmt.Errorf("pod %s: %s", pod.Name, moves.FailureMessage(err))
+		// The rack's own errors name the pod already.
+		msg, prefix := moves.FailureMessage(err), "pod "+pod.Name+": "
+		if !strings.HasPrefix(msg, prefix) {
+			msg = prefix + msg
+		}
+		return errors.New(msg)
 	}
 	return nil
 }
