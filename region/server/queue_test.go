@@ -270,26 +270,38 @@ func TestFailedReplayDoesNotBlockTheOthers(t *testing.T) {
 	}
 }
 
-// A hand-over carries the queued writes to the target, which replays them when its pause
-// ends; the source settles them as handed over and never runs them.
-func TestQueuedWritesFollowTheRackToItsNewRegion(t *testing.T) {
-	src, dst := newEnv(t), newEnv(t)
+// copyPausedRack is a rack paused on a source region and copied (bundle, with hold when given)
+// to a target region, with its machine as its migration leaves it on the target (a move's
+// write: not queued); a and b are operator clients of the source and the target.
+func copyPausedRack(t *testing.T, hold *api.RackHold) (src, dst *env, a, b *client.Client, rack, machine string, bundle api.RackBundle) {
+	t.Helper()
 	ctx := context.Background()
-	a, b := client.New(src.base, src.tokens[api.RoleOperator]), client.New(dst.base, dst.tokens[api.RoleOperator])
-	rack, machine, _, _ := src.pausedRack()
-	bundle, err := a.ExportRack(ctx, rack)
-	if err != nil {
+	src, dst = newEnv(t), newEnv(t)
+	a, b = client.New(src.base, src.tokens[api.RoleOperator]), client.New(dst.base, dst.tokens[api.RoleOperator])
+	rack, machine, _, _ = src.pausedRack()
+	var err error
+	if bundle, err = a.ExportRack(ctx, rack); err != nil {
 		t.Fatal(err)
+	}
+	if hold != nil {
+		bundle.Hold = hold
 	}
 	if _, err := b.ImportRack(ctx, bundle); err != nil {
 		t.Fatal(err)
 	}
-	// The machine as its migration leaves it on the target (a move's write: not queued).
 	if err := dst.st.Create(ctx, store.Principal{User: "worker", Role: api.RoleOperator}, api.KindMachines, &api.Machine{Uuid: machine, Name: "node-1", Rack: rack}); err != nil {
 		t.Fatal(err)
 	}
+	return src, dst, a, b, rack, machine, bundle
+}
 
-	_, err = a.Machines().Patch(ctx, machine, []byte(`{"Description": "moved along"}`))
+// A hand-over carries the queued writes to the target, which replays them when its pause
+// ends; the source settles them as handed over and never runs them.
+func TestQueuedWritesFollowTheRackToItsNewRegion(t *testing.T) {
+	src, dst, a, b, rack, machine, _ := copyPausedRack(t, nil)
+	ctx := context.Background()
+
+	_, err := a.Machines().Patch(ctx, machine, []byte(`{"Description": "moved along"}`))
 	var q *client.QueuedError
 	if !asQueued(err, &q) || q.Queued.Rack != rack || !strings.Contains(err.Error(), "queued until the rack transfer of rack-a") {
 		t.Fatalf("client on a paused rack's machine: %v, want a *client.QueuedError", err)
@@ -339,21 +351,8 @@ func TestQueuedWritesFollowTheRackToItsNewRegion(t *testing.T) {
 // Writes queued on a transfer's target for its copy of the rack are dropped with the copy
 // when the transfer is undone: they never run there, not even when the rack comes later.
 func TestQueuedWritesOnAnUndoneCopyAreDropped(t *testing.T) {
-	src, dst := newEnv(t), newEnv(t)
+	_, dst, _, b, rack, machine, bundle := copyPausedRack(t, &api.RackHold{Transfer: "transfer-rack-a", Run: "run-1", From: "region-a", To: "region-b"})
 	ctx := context.Background()
-	a, b := client.New(src.base, src.tokens[api.RoleOperator]), client.New(dst.base, dst.tokens[api.RoleOperator])
-	rack, machine, _, _ := src.pausedRack()
-	bundle, err := a.ExportRack(ctx, rack)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bundle.Hold = &api.RackHold{Transfer: "transfer-rack-a", Run: "run-1", From: "region-a", To: "region-b"}
-	if _, err := b.ImportRack(ctx, bundle); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.st.Create(ctx, store.Principal{User: "worker", Role: api.RoleOperator}, api.KindMachines, &api.Machine{Uuid: machine, Name: "node-1", Rack: rack}); err != nil {
-		t.Fatal(err)
-	}
 	op := queued(t, dst.do(api.RoleOperator, http.MethodPatch, "/api/v1/machines/"+machine, map[string]any{"Description": "on the copy"}), rack)
 	if err := b.UndoRackImport(ctx, rack); err != nil {
 		t.Fatal(err)
