@@ -251,6 +251,8 @@ func (p *process) openSyslog(reg prometheus.Registerer, cfg *applier) error {
 		return err
 	}
 	p.closers = append(p.closers, srv.Close)
+	p.syslogAddr = srv.Addr()
+	log.Info("receiving syslog", "address", p.syslogAddr)
 	p.services = append(p.services, srv.Serve, func(ctx context.Context) error { return fwd.Serve(asRack(ctx)) })
 	return nil
 }

@@ -31,14 +31,14 @@ func TestSyslogFailsOverWithTheRegionLink(t *testing.T) {
 	}
 	mac, reserved := network(t, a.admin(), st.Uuid)
 	o := rackOptions(t, dir)
-	o.SyslogListen = testutil.FreeUDPAddr(t)
-	startRack(t, o)
+	o.SyslogListen = "127.0.0.1:0" // a fixed port's TCP side can be another test's connection
+	syslogAddr := startRack(t, o).p.syslogAddr.String()
 	agent := newRelayAgent(t, o.DHCPRelayListen)
 	testutil.Eventually(t, 10*time.Second, "the rack's config applied (the reserved address over DHCP)", func() bool { return agent.dora(t, mac) == reserved })
 
 	send := func(text string) {
 		t.Helper()
-		c, err := (&net.Dialer{LocalAddr: &net.UDPAddr{IP: reserved.AsSlice()}}).Dial("udp", o.SyslogListen)
+		c, err := (&net.Dialer{LocalAddr: &net.UDPAddr{IP: reserved.AsSlice()}}).Dial("udp", syslogAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,13 +73,13 @@ func TestDHCPAnswersDuringASyslogFlood(t *testing.T) {
 	}
 	mac, reserved := network(t, r.admin(), st.Uuid)
 	o := rackOptions(t, dir)
-	o.SyslogListen = testutil.FreeUDPAddr(t)
-	startRack(t, o)
+	o.SyslogListen = "127.0.0.1:0" // a fixed port's TCP side can be another test's connection
+	syslogAddr := startRack(t, o).p.syslogAddr.String()
 	agent := newRelayAgent(t, o.DHCPRelayListen)
 	testutil.Eventually(t, 10*time.Second, "the rack's config applied", func() bool { return agent.dora(t, mac) == reserved })
 	r.stop()
 
-	c, err := (&net.Dialer{LocalAddr: &net.UDPAddr{IP: reserved.AsSlice()}}).Dial("udp", o.SyslogListen)
+	c, err := (&net.Dialer{LocalAddr: &net.UDPAddr{IP: reserved.AsSlice()}}).Dial("udp", syslogAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
