@@ -31,8 +31,19 @@ func BenchmarkCreateProfile(b *testing.B) {
 
 func BenchmarkPatchMachine(b *testing.B) {
 	e := newEnv(b)
-	m := e.create(api.KindMachines, map[string]any{"Name": "birdy"})
-	path := "/api/v1/machines/" + m["Uuid"].(string)
+	benchmarkPatch(b, e, e.create(api.KindMachines, map[string]any{"Name": "birdy"}))
+}
+
+// BenchmarkPatchMachineBehindRack is the write a rack move could hold (a machine tied to a
+// rack), with no rack paused: what every such write pays for the check.
+func BenchmarkPatchMachineBehindRack(b *testing.B) {
+	e := newEnv(b)
+	rack := e.create(api.KindRacks, map[string]any{"Name": "rack-a", "Status": api.RackOnline})["Uuid"].(string)
+	benchmarkPatch(b, e, e.create(api.KindMachines, map[string]any{"Name": "birdy", "Rack": rack}))
+}
+
+func benchmarkPatch(b *testing.B, e *env, machine map[string]any) {
+	path := "/api/v1/machines/" + machine["Uuid"].(string)
 	i := 0
 	for b.Loop() {
 		i++

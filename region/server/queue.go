@@ -61,8 +61,11 @@ func isMoveWrite(r *http.Request, c *call) bool {
 // intact. A write it would queue is first run as a dry run, so what h refuses now (a bad body,
 // a missing object, a conflict) is answered now instead.
 func (s *Server) holdWrite(w http.ResponseWriter, r *http.Request, c *call, k kind, h handlerFunc) (bool, error) {
-	if isMoveWrite(r, c) {
-		return false, nil // the move's own writes: it holds the rack
+	if isMoveWrite(r, c) || len(rackTies[k.name]) == 0 {
+		return false, nil // the move's own writes (it holds the rack), or a kind no rack ties
+	}
+	if paused, err := s.st.AnyRackPaused(r.Context()); err != nil || !paused {
+		return false, err // the usual case: no rack is moving, nothing to look up
 	}
 	body, err := readBody(w, r)
 	if err != nil {
@@ -102,9 +105,6 @@ func (s *Server) holdWrite(w http.ResponseWriter, r *http.Request, c *call, k ki
 func (s *Server) rackRefs(ctx context.Context, k kind, key string, body []byte) (store.RackRefs, error) {
 	var refs store.RackRefs
 	ties := rackTies[k.name]
-	if len(ties) == 0 {
-		return refs, nil
-	}
 	if key != "" {
 		cur := k.newObj()
 		err := s.st.Get(ctx, k.name, key, cur)

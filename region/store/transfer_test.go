@@ -37,6 +37,13 @@ func TestPauseRackSurvivesHeartbeats(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	rackFixtures(t, s)
+	anyPaused := func(want bool) {
+		t.Helper()
+		if got, err := s.AnyRackPaused(ctx); err != nil || got != want {
+			t.Fatalf("AnyRackPaused = %v, %v; want %v", got, err, want)
+		}
+	}
+	anyPaused(false)
 	r, err := s.PauseRack(ctx, alice, rackA, api.RackHold{})
 	if err != nil || r.Status != api.RackPaused {
 		t.Fatalf("PauseRack: %+v, %v", r, err)
@@ -44,9 +51,11 @@ func TestPauseRackSurvivesHeartbeats(t *testing.T) {
 	if r, err = s.RackHeartbeat(ctx, rackA, api.RackHeartbeat{}); err != nil || r.Status != api.RackPaused {
 		t.Fatalf("heartbeat of a paused rack: %+v, %v", r, err)
 	}
+	anyPaused(true)
 	if r, err = s.UnpauseRack(ctx, alice, rackA); err != nil || r.Status != api.RackOnline {
 		t.Fatalf("UnpauseRack: %+v, %v", r, err)
 	}
+	anyPaused(false)
 	_, err = s.PauseRack(ctx, alice, rackB, api.RackHold{})
 	wantErr(t, err, store.ErrNotFound, rackB)
 }
