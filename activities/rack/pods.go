@@ -163,11 +163,17 @@ func (a *Activities) ComposeVM(ctx context.Context, in ComposeVMInput) (pods.Com
 	var out pods.Composed
 	err = a.withConn(ctx, pod, func(c *pods.Conn) error {
 		found, err := c.Existing(in.VM.Name)
+		incomplete := errors.Is(err, pods.ErrIncompleteVM)
 		switch {
 		case err == nil && found.UUID == in.VM.UUID:
 			out = found
 			return nil
-		case err == nil:
+		case incomplete && found.UUID == in.VM.UUID:
+			// An earlier attempt stopped half-way (the rack died): its domain names what it made.
+			if err := c.Decompose(found.UUID); err != nil {
+				return fmt.Errorf("remove the half-composed VM %s before composing it again: %w", in.VM.Name, err)
+			}
+		case err == nil || incomplete:
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("pod %s already has a VM named %s (UUID %s): choose another name", pod.Name, in.VM.Name, found.UUID), ErrTypeNameClash, nil)
 		case !errors.Is(err, pods.ErrNoVM):

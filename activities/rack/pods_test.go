@@ -88,23 +88,23 @@ func (r *podRegion) VerifyGrant(context.Context, api.GrantCheck) (api.GrantClaim
 
 // podHost is a real libvirtd with a dir pool, and the activities of a rack hosting it.
 type podHost struct {
-	socket, pool string
-	region       *podRegion
-	acts         *Activities
+	socket, pool, poolDir string
+	region                *podRegion
+	acts                  *Activities
 }
 
 func startPodHost(t *testing.T) podHost {
 	t.Helper()
 	dir := t.TempDir()
 	socket := libvirtdtest.Start(t, dir)
-	pool := "ironflow-acts-" + filepath.Base(dir)
-	libvirtdtest.DirPool(t, socket, pool, filepath.Join(dir, "pool"))
+	pool, poolDir := "ironflow-acts-"+filepath.Base(dir), filepath.Join(dir, "pool")
+	libvirtdtest.DirPool(t, socket, pool, poolDir)
 	r := &podRegion{
 		pod:      api.Pod{Uuid: testPod, Name: "kvm-01", Rack: testRack, PowerAddress: "qemu:///system?socket=" + socket, VMs: []string{}},
 		machines: map[string]api.Machine{},
 	}
 	acts := New(&podRack{}, nil, Pods{Region: r, Dialer: pods.Dialer{Timeout: 10 * time.Second}})
-	return podHost{socket: socket, pool: pool, region: r, acts: acts}
+	return podHost{socket: socket, pool: pool, poolDir: poolDir, region: r, acts: acts}
 }
 
 func vmName() string { return fmt.Sprintf("ironflow-acts-%d", time.Now().UnixNano()) }
@@ -162,6 +162,45 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 	}
 	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
 		t.Errorf("decompose of a VM gone: %v, want done", err)
+	}
+}
+
+// A compose the rack did not live to finish leaves a domain naming a volume not made yet (here:
+// its file deleted and the pool refreshed). The retry, same UUID, removes that VM and composes
+// it whole; the same half-made VM met by a compose under another UUID is a name clash, and
+// stays.
+func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	in := ComposeVMInput{Pod: testPod, VM: pods.VM{
+		Name: vmName(), UUID: "5e000000-0000-4000-8000-000000000003", Cores: 1, MemoryBytes: 128 << 20,
+		Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"},
+	}}
+	if _, err := h.acts.ComposeVM(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: in.VM.UUID}) })
+	if err := os.Remove(filepath.Join(h.poolDir, in.VM.Name+"-disk0")); err != nil {
+		t.Fatal(err)
+	}
+	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); len(vols) != 0 {
+		t.Fatalf("pool volumes %v, want none: the compose stopped before its volume", vols)
+	}
+
+	clash := in
+	clash.VM.UUID = "5e000000-0000-4000-8000-000000000004"
+	_, err := h.acts.ComposeVM(ctx, clash)
+	wantAppError(t, "same name as a half-made VM, another UUID", err, ErrTypeNameClash, "already has a VM named "+in.VM.Name)
+
+	again, err := h.acts.ComposeVM(ctx, in)
+	if err != nil || again.UUID != in.VM.UUID || len(again.Volumes) != 1 {
+		t.Fatalf("compose retried after the rack died half-way: %+v, %v", again, err)
+	}
+	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); !slices.Equal(vols, []string{in.VM.Name + "-disk0"}) {
+		t.Errorf("pool volumes %v, want the one disk", vols)
+	}
+	if doms := libvirtdtest.Domains(t, h.socket); !slices.Equal(doms, []string{in.VM.Name}) {
+		t.Errorf("domains %v, want the one VM", doms)
 	}
 }
 

@@ -84,8 +84,8 @@ func (vm VM) validate() error {
 	return nil
 }
 
-// Compose creates the VM's volumes and defines its domain (not started), booting from the network
-// first so it PXE-boots from the rack. It either succeeds or leaves nothing behind: when a step
+// Compose defines the VM's domain (not started), booting from the network first so it
+// PXE-boots from the rack, then creates the volumes it names. It either succeeds or leaves nothing behind: when a step
 // fails, what it created is removed again, on a new connection when libvirtd restarted under
 // it; only a pod that cannot be reached again keeps it (the error names it).
 func (c *Conn) Compose(vm VM) (Composed, error) {
@@ -122,34 +122,38 @@ func (c *Conn) compose(vm VM) (Composed, error) {
 	if out.UUID == "" {
 		out.UUID = uuid.NewString()
 	}
+	for i, d := range vm.Disks {
+		out.Volumes = append(out.Volumes, Volume{Pool: d.Pool, Name: volumeName(vm, i)})
+	}
+	// The domain first: it names its volumes before they exist, so a compose the rack did not
+	// live to finish or undo is found by its UUID, whole (Existing), and removed with them.
+	doc, err := domainXML(vm, out, arch, domainType)
+	if err != nil {
+		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+	}
 	// made is what the compose created, or may have created: a call the connection broke under
 	// may have been done.
 	var made []Volume
 	undo := func(cause error) (Composed, error) {
 		return Composed{}, errors.Join(cause, c.undoCompose(out.UUID, made))
 	}
-	for i, d := range vm.Disks {
-		vol, err := c.createVolume(d, volumeName(vm, i))
-		if err == nil || c.watch.broken() {
-			made = append(made, Volume{Pool: d.Pool, Name: volumeName(vm, i)})
-		}
-		if err != nil {
-			return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
-		}
-		out.Volumes = append(out.Volumes, Volume{Pool: vol.Pool, Name: vol.Name})
-	}
-	doc, err := domainXML(vm, out, arch, domainType)
-	if err != nil {
-		return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
-	}
 	dom, err := c.lv.DomainDefineXMLFlags(doc, 0)
 	if err != nil {
 		err = fmt.Errorf("VM %s: define domain: %w", vm.Name, err)
 		var lerr libvirt.Error
 		if errors.As(err, &lerr) && (lerr.Code == uint32(libvirt.ErrDomExist) || lerr.Code == uint32(libvirt.ErrOperationFailed)) {
-			err = refuse(err) // the name (or UUID) is another domain's
+			return Composed{}, refuse(err) // the name (or UUID) is another domain's: nothing was made
 		}
 		return undo(err)
+	}
+	for i, d := range vm.Disks {
+		_, err := c.createVolume(d, out.Volumes[i].Name)
+		if err == nil || c.watch.broken() {
+			made = append(made, out.Volumes[i])
+		}
+		if err != nil {
+			return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
+		}
 	}
 	if out.MAC, err = c.domainMAC(dom); err != nil {
 		return undo(fmt.Errorf("VM %s: %w", vm.Name, err))
@@ -374,9 +378,23 @@ func (c *Conn) domainXML(dom libvirt.Domain) (libvirtxml.Domain, error) {
 	return x, nil
 }
 
+// ErrIncompleteVM is returned with a VM whose domain names a volume its pool does not have: a
+// compose that stopped half-way, or a disk deleted behind the pod's back.
+var ErrIncompleteVM = errors.New("a volume of the VM is missing")
+
 // Existing reads back the VM named name as Compose made it: its UUID, its NIC's MAC and its pool
-// volumes. A compose retried after it succeeded finds its VM here instead of composing twice.
+// volumes. A compose retried after it succeeded finds its VM here instead of composing twice;
+// one retried after the rack died half-way through finds it with ErrIncompleteVM.
 func (c *Conn) Existing(name string) (Composed, error) {
+	var out Composed // with ErrIncompleteVM too: it names the VM to remove
+	err := c.do(func() (err error) {
+		out, err = c.existing(name)
+		return err
+	})
+	return out, err
+}
+
+func (c *Conn) existing(name string) (Composed, error) {
 	dom, err := c.lv.DomainLookupByName(name)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {
@@ -397,6 +415,17 @@ func (c *Conn) Existing(name string) (Composed, error) {
 		}
 		if len(x.Devices.Interfaces) == 1 && x.Devices.Interfaces[0].MAC != nil {
 			out.MAC = x.Devices.Interfaces[0].MAC.Address
+		}
+	}
+	for _, v := range out.Volumes {
+		p, err := c.lv.StoragePoolLookupByName(v.Pool)
+		if err != nil {
+			return out, fmt.Errorf("VM %s: storage pool %s: %w", name, v.Pool, err)
+		}
+		if _, err := c.lv.StorageVolLookupByName(p, v.Name); isNotFound(err, libvirt.ErrNoStorageVol) {
+			return out, fmt.Errorf("VM %s: volume %s: %w", name, v, ErrIncompleteVM)
+		} else if err != nil {
+			return out, fmt.Errorf("VM %s: volume %s: %w", name, v, err)
 		}
 	}
 	return out, nil

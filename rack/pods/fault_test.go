@@ -24,6 +24,7 @@ import (
 const (
 	procDomainGetXMLDesc     = 14
 	procStoragePoolRefresh   = 83
+	procStorageVolCreateXML  = 93
 	procDomainDefineXMLFlags = 350
 )
 
@@ -175,16 +176,17 @@ func TestDiscoverWhenLibvirtdDiesGivesNoFacts(t *testing.T) {
 }
 
 // TestComposeWhenLibvirtdRestartsIsUndone: libvirtd restarting under a compose (its connection
-// lost) once the volumes were created, or once the domain was defined too, leaves neither: the
-// compose is undone on a new connection.
+// lost) as the domain is defined, once it was, or once the volumes were created too, leaves
+// nothing: the compose is undone on a new connection.
 func TestComposeWhenLibvirtdRestartsIsUndone(t *testing.T) {
 	p := startPod(t)
 	for _, c := range []struct {
 		what string
 		proc uint32
 	}{
-		{"volumes created", procDomainDefineXMLFlags},
-		{"domain defined", procDomainGetXMLDesc},
+		{"nothing made", procDomainDefineXMLFlags},
+		{"domain defined", procStorageVolCreateXML},
+		{"domain and volumes made", procDomainGetXMLDesc},
 	} {
 		conn := dialOnCall(t, p.socket, c.proc, p.daemon.Restart)
 		name := uniqueName()
@@ -207,21 +209,22 @@ func TestComposeWhenLibvirtdRestartsIsUndone(t *testing.T) {
 }
 
 // TestComposeWhenLibvirtdHangsSaysWhatMayBeLeft: libvirtd stopping (answering nothing) just as
-// the domain is to be defined ends the compose within the timeout twice over (the call, then the
-// dial to undo it), and as nothing could remove what it made, the error names it.
+// the first volume is to be created ends the compose within the timeout twice over (the call,
+// then the dial to undo it), and as nothing could remove what it made, the error names it.
 func TestComposeWhenLibvirtdHangsSaysWhatMayBeLeft(t *testing.T) {
 	p := startPod(t)
 	const timeout = time.Second
-	conn := dialOnCallWithin(t, p.socket, timeout, procDomainDefineXMLFlags, p.daemon.Pause)
+	conn := dialOnCallWithin(t, p.socket, timeout, procStorageVolCreateXML, p.daemon.Pause)
 	name := uniqueName()
+	const id = "5e000000-0000-4000-8000-0000000000aa"
 	start := time.Now()
 	_, err := conn.Compose(VM{
-		Name: name, Cores: 1, MemoryBytes: 64 << 20,
+		Name: name, UUID: id, Cores: 1, MemoryBytes: 64 << 20,
 		Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}},
 		NIC:   NIC{Bridge: "br0"},
 	})
 	took := time.Since(start)
-	left := "volumes [" + p.pool + "/" + name + "-disk0 " + p.pool + "/" + name + "-disk1]"
+	left := "domain " + id + ", volumes [" + p.pool + "/" + name + "-disk0]"
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 1s") || !strings.Contains(err.Error(), left) {
 		t.Errorf("compose as libvirtd stops: %v, want that it did not answer and what may be left: %s", err, left)
 	}

@@ -244,9 +244,9 @@ func TestComposeAndDecompose(t *testing.T) {
 	}
 }
 
-// A compose that fails after creating its volumes (libvirt refuses the domain: another client
-// defined one of that name just before) deletes them again and leaves the other domain alone.
-func TestComposeInterruptedHalfWayLeavesNothing(t *testing.T) {
+// A compose whose domain libvirt refuses (another client defined one of that name just before)
+// makes nothing and leaves the other domain alone.
+func TestComposeRefusedAtItsDomainMakesNothing(t *testing.T) {
 	p := startPod(t)
 	name := uniqueName()
 	var existing libvirt.Domain
@@ -257,13 +257,45 @@ func TestComposeInterruptedHalfWayLeavesNothing(t *testing.T) {
 		Disks: []Disk{{Pool: p.pool, SizeBytes: 1 << 30}},
 		NIC:   NIC{Bridge: "br-ironflow"},
 	})
-	if err == nil || !strings.Contains(err.Error(), "define domain") || !strings.Contains(err.Error(), "already") {
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "define domain") || !strings.Contains(err.Error(), "already") {
 		t.Fatalf("compose onto a name taken half-way: %v, want libvirt's refusal to define the domain", err)
 	}
 	if vols := p.volumes(t); len(vols) != 0 {
-		t.Errorf("volumes left by the failed compose: %v", vols)
+		t.Errorf("volumes left by the refused compose: %v", vols)
 	}
 	p.wantDomain(t, existing)
+}
+
+// A compose that fails half-way (its domain defined, its first volume created, the second
+// refused: another client wrote a file of that name into the pool just before) removes its
+// domain and its volume again and leaves the other client's file alone.
+func TestComposeInterruptedHalfWayLeavesNothing(t *testing.T) {
+	p := startPod(t)
+	name := uniqueName()
+	theirs := filepath.Join(p.poolDir, name+"-disk1")
+	conn := dialOnCall(t, p.socket, procStorageVolCreateXML, func() {
+		if err := os.WriteFile(theirs, []byte("not Ironflow's"), 0o600); err != nil {
+			t.Error(err)
+		}
+	})
+
+	_, err := conn.Compose(VM{
+		Name: name, Cores: 1, MemoryBytes: 128 << 20,
+		Disks: []Disk{{Pool: p.pool, SizeBytes: 1 << 30}, {Pool: p.pool, SizeBytes: 1 << 30}},
+		NIC:   NIC{Bridge: "br-ironflow"},
+	})
+	if err == nil || !strings.Contains(err.Error(), name+"-disk1") {
+		t.Fatalf("compose onto a volume name taken half-way: %v, want libvirt's refusal of the second volume", err)
+	}
+	if doms := libvirtdtest.Domains(t, p.socket); len(doms) != 0 {
+		t.Errorf("domains left by the failed compose: %v", doms)
+	}
+	if vols := p.volumes(t); !slices.Equal(vols, []string{name + "-disk1"}) {
+		t.Errorf("pool volumes after the failed compose: %v, want only the other client's", vols)
+	}
+	if b, err := os.ReadFile(theirs); err != nil || string(b) != "not Ironflow's" {
+		t.Errorf("the other client's file: %q, %v", b, err)
+	}
 }
 
 // defineDomain defines a small domain named name, as a client other than Ironflow would, and
