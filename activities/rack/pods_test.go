@@ -107,6 +107,14 @@ func startPodHost(t *testing.T) podHost {
 	return podHost{socket: socket, pool: pool, poolDir: poolDir, region: r, acts: acts}
 }
 
+// composeInput asks for a small VM with one disk from the host's pool, under the UUID id.
+func (h podHost) composeInput(id string) ComposeVMInput {
+	return ComposeVMInput{Pod: testPod, VM: pods.VM{
+		Name: vmName(), UUID: id, Cores: 1, MemoryBytes: 128 << 20,
+		Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"},
+	}}
+}
+
 func vmName() string { return fmt.Sprintf("ironflow-acts-%d", time.Now().UnixNano()) }
 
 // wantAppError checks that err is a non-retryable application error of type errType whose
@@ -124,10 +132,7 @@ func wantAppError(t *testing.T, what string, err error, errType, want string) {
 func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
-	in := ComposeVMInput{Pod: testPod, VM: pods.VM{
-		Name: vmName(), UUID: "5e000000-0000-4000-8000-000000000001", Cores: 1, MemoryBytes: 128 << 20,
-		Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"},
-	}}
+	in := h.composeInput("5e000000-0000-4000-8000-000000000001")
 	first, err := h.acts.ComposeVM(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -172,10 +177,7 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
-	in := ComposeVMInput{Pod: testPod, VM: pods.VM{
-		Name: vmName(), UUID: "5e000000-0000-4000-8000-000000000003", Cores: 1, MemoryBytes: 128 << 20,
-		Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"},
-	}}
+	in := h.composeInput("5e000000-0000-4000-8000-000000000003")
 	if _, err := h.acts.ComposeVM(ctx, in); err != nil {
 		t.Fatal(err)
 	}
