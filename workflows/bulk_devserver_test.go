@@ -30,7 +30,7 @@ func TestBulkMigrateOnDevServer(t *testing.T) {
 	c := devServer(t)
 	names := []string{"bulk-a", "bulk-b", "bulk-c"}
 	uuids := []string{"2d4d6c8e-0000-4000-8000-00000000000a", "2d4d6c8e-0000-4000-8000-00000000000b", "2d4d6c8e-0000-4000-8000-00000000000c"}
-	west := startBulkWorker(t, c, names, uuids, func(m *api.Machine) {
+	east, west := startBulkWorker(t, c, names, uuids, func(m *api.Machine) {
 		if m.Uuid == uuids[2] {
 			m.Meta[api.MetaAgentLastSeen] = "2026-11-30T06:00:00Z" // an agent that never comes back: its migration waits
 		}
@@ -64,6 +64,18 @@ func TestBulkMigrateOnDevServer(t *testing.T) {
 			t.Errorf("machine %s not active on west: %+v", u, m)
 		}
 	}
+	// Each check names the move it is for, as the Temporal server reports the root: the bulk
+	// run for its children (so they may finish under a grant that expired), none for a root.
+	wantMove := map[string]string{uuids[0]: run.GetID(), uuids[1]: run.GetID(), uuids[2]: "", "": ""}
+	for _, check := range east.GrantChecks() {
+		if move, ok := wantMove[check.Key]; !ok || check.Move != move {
+			t.Errorf("grant check %+v: want Move %q", check, move)
+		}
+		delete(wantMove, check.Key)
+	}
+	if len(wantMove) != 0 {
+		t.Errorf("no grant check for %v", wantMove)
+	}
 	if *record {
 		writeHistory(ctx, t, c, run, filepath.Join(bulkHistoryDir, "bulk_migrate_history.json"))
 	}
@@ -81,7 +93,7 @@ func TestBulkMigrateOnDevServerContinuesAsNew(t *testing.T) {
 	c := devServer(t)
 	names := []string{"cont-a", "cont-b", "cont-c"}
 	uuids := []string{"3e5e7d9f-0000-4000-8000-00000000000a", "3e5e7d9f-0000-4000-8000-00000000000b", "3e5e7d9f-0000-4000-8000-00000000000c"}
-	west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	_, west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -119,10 +131,10 @@ func TestBulkMigrateOnDevServerContinuesAsNew(t *testing.T) {
 
 // startBulkWorker puts the named machines on a fake east region (change adjusts each), and
 // runs the real worker over east and an empty west until the test ends. It returns west.
-func startBulkWorker(t *testing.T, c client.Client, names, uuids []string, change func(*api.Machine)) *regiontest.Region {
+func startBulkWorker(t *testing.T, c client.Client, names, uuids []string, change func(*api.Machine)) (east, west *regiontest.Region) {
 	journal := &regiontest.Journal{}
-	east := regiontest.New("east", "https://east.example:5240", journal)
-	west := regiontest.New("west", "https://west.example:5240", journal)
+	east = regiontest.New("east", "https://east.example:5240", journal)
+	west = regiontest.New("west", "https://west.example:5240", journal)
 	for i, name := range names {
 		m := birdy()
 		m.Uuid, m.Name, m.CurrentJob = uuids[i], name, ""
@@ -135,5 +147,5 @@ func startBulkWorker(t *testing.T, c client.Client, names, uuids []string, chang
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return west
+	return east, west
 }

@@ -24,7 +24,7 @@ func TestBulkMigrateControlsOnDevServer(t *testing.T) {
 	c := devServer(t)
 	names := []string{"ctl-a", "ctl-b", "ctl-c"}
 	uuids := []string{"4f6f8eaf-0000-4000-8000-00000000000a", "4f6f8eaf-0000-4000-8000-00000000000b", "4f6f8eaf-0000-4000-8000-00000000000c"}
-	west := startBulkWorker(t, c, names, uuids, func(m *api.Machine) {
+	_, west := startBulkWorker(t, c, names, uuids, func(m *api.Machine) {
 		if m.Uuid == uuids[0] {
 			m.Meta[api.MetaAgentLastSeen] = "2026-11-30T06:00:00Z" // its migration waits for its agent
 		}

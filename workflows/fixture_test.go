@@ -66,7 +66,9 @@ type fixture struct {
 // a names activities for OnActivity.
 var a *activities.Activities
 
-func newFixture(t *testing.T) *fixture {
+// newFixture runs MigrateMachine, and the workflows parents (e.g. one that runs it as a child),
+// over fake regions east and west.
+func newFixture(t *testing.T, parents ...any) *fixture {
 	f := &fixture{t: t, journal: &regiontest.Journal{}}
 	f.east = regiontest.New("east", "https://east.example:5240", f.journal)
 	f.west = regiontest.New("west", "https://west.example:5240", f.journal)
@@ -82,6 +84,9 @@ func newFixture(t *testing.T) *fixture {
 	f.env = suite.NewTestWorkflowEnvironment()
 	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.MigrateMachineID(birdyUUID)})
 	f.env.RegisterWorkflow(workflows.MigrateMachine)
+	for _, p := range parents {
+		f.env.RegisterWorkflow(p)
+	}
 	f.env.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, f.east, f.west)})
 	f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		f.activities = append(f.activities, info.ActivityType.Name)

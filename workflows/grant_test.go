@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // TestMigrateMachineRefusedWithoutGrant: when the source refuses the grant (none, forged,
@@ -37,4 +39,35 @@ func TestMigrateMachineRefusesOwnWorkflowID(t *testing.T) {
 	}
 	equal(t, "region calls", f.journal.Calls(), nil)
 	f.assertUntouched()
+}
+
+// TestMigrateMachineNamesTheMoveItIsPartOf: a migration's grant check names the root of the
+// move it is part of, as Temporal reports it (never its input): none when it runs alone, its
+// parent when it is a child, so the source lets a transfer's or bulk run's children finish
+// under the grant that started it (region/server TestAnExpiredGrantStillCoversTheMoveItStarted).
+func TestMigrateMachineNamesTheMoveItIsPartOf(t *testing.T) {
+	alone := newFixture(t)
+	if _, err := alone.run(input()); err != nil {
+		t.Fatal(err)
+	}
+	if checks := alone.east.GrantChecks(); len(checks) != 1 || checks[0].Move != "" {
+		t.Errorf("grant checks of a migration run alone: %+v, want one naming no other move", checks)
+	}
+
+	child := newFixture(t, migrateBirdyAsChild)
+	const parentID = "transfer-rack/test-rack"
+	child.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: parentID})
+	child.env.ExecuteWorkflow(migrateBirdyAsChild)
+	if err := child.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if checks := child.east.GrantChecks(); len(checks) != 1 || checks[0].Move != parentID {
+		t.Errorf("grant checks of a child migration: %+v, want one naming %s", checks, parentID)
+	}
+}
+
+// migrateBirdyAsChild runs birdy's migration as its child, as a transfer or a bulk run does.
+func migrateBirdyAsChild(ctx workflow.Context) error {
+	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: workflows.MigrateMachineID(birdyUUID)})
+	return workflow.ExecuteChildWorkflow(ctx, workflows.MigrateMachine, input()).Get(ctx, nil)
 }

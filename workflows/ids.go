@@ -38,6 +38,16 @@ func TransferRackStartOptions(rackUUID string) client.StartWorkflowOptions {
 	return startOptions(TransferRackID(rackUUID))
 }
 
+// rootMove is the ID of the workflow at the root of the move ctx's workflow is part of (the
+// transfer or bulk run it is a child of, across continue-as-new), "" when it is the root: the
+// Temporal server says so, a workflow's input cannot.
+func rootMove(ctx workflow.Context) string {
+	if root := workflow.GetInfo(ctx).RootWorkflowExecution; root != nil {
+		return root.ID
+	}
+	return ""
+}
+
 // Pod workflow IDs: one compose per VM name of a pod, one refresh per pod, one decompose
 // and one power action per machine at a time.
 func PodComposeID(pod, vmName string) string { return "pod-compose/" + pod + "/" + vmName }

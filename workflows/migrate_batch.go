@@ -75,7 +75,7 @@ func MigrateMachineBatch(ctx workflow.Context, in MigrateMachineBatchInput) (act
 	var res activities.BatchResult
 	batch := activities.BatchInput{
 		SourceRegion: in.SourceRegion, TargetRegion: in.TargetRegion, Machines: in.Machines, Grant: in.Grant,
-		Parallelism: in.Parallelism, Migration: workflow.GetInfo(ctx).WorkflowExecution.ID,
+		Parallelism: in.Parallelism, Migration: workflow.GetInfo(ctx).WorkflowExecution.ID, Move: rootMove(ctx),
 	}
 	err := call(ctx, batchOptions, acts.MigrateBatch, batch, &res)
 	return res, err

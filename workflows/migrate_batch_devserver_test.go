@@ -103,7 +103,7 @@ func TestBulkMigrateBatchedOnDevServer(t *testing.T) {
 	c := devServer(t)
 	names := []string{"batch-a", "batch-b", "batch-c"}
 	uuids := []string{"5e5e5e5e-0000-4000-8000-00000000000a", "5e5e5e5e-0000-4000-8000-00000000000b", "5e5e5e5e-0000-4000-8000-00000000000c"}
-	west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	_, west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Names: names}}

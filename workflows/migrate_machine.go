@@ -304,6 +304,7 @@ func (m *migration) validate(ctx workflow.Context) error {
 		Machine:      m.in.Machine,
 		AgentOnly:    m.in.SkipMachineMigration,
 		Grant:        m.in.Grant,
+		Move:         rootMove(ctx),
 	}
 	for {
 		if err := m.setPhase(ctx, PhaseValidating); err != nil {

@@ -129,7 +129,7 @@ func TestBulkMigrateFailuresAcrossContinueAsNewOnDevServer(t *testing.T) {
 	c := devServer(t)
 	names := []string{"fail-a", "fail-b", "fail-c"}
 	uuids := []string{"4f6f8e0a-0000-4000-8000-00000000000a", "4f6f8e0a-0000-4000-8000-00000000000b", "4f6f8e0a-0000-4000-8000-00000000000c"}
-	west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	_, west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
 	west.Fail("Import", http.StatusUnprocessableEntity, 1) // the first machine's import is refused
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -33,6 +33,7 @@ type Region struct {
 	ops       []*pendingOp           // queued rack operations, oldest first
 	opSeq     int64
 	failures  map[string]failure // by method name
+	checks    []api.GrantCheck   // the grant checks asked, in order
 	journal   *Journal
 }
 
@@ -306,7 +307,15 @@ func (r *Region) VerifyGrant(_ context.Context, req api.GrantCheck) (api.GrantCl
 	if err := r.enter("VerifyGrant", req.Key, false); err != nil {
 		return api.GrantClaims{}, err
 	}
+	r.checks = append(r.checks, req)
 	return api.GrantClaims{Kind: req.Kind, TargetRegion: req.TargetRegion, GrantedTo: "test-user"}, nil
+}
+
+// GrantChecks returns the grant checks the region answered, in order.
+func (r *Region) GrantChecks() []api.GrantCheck {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.checks)
 }
 
 // RecordCompensationDecision implements activities.CompensationAuditor: it journals the call.

@@ -86,6 +86,11 @@ type GrantCheck struct {
 	Key          string `json:"Key"`  // the machine or rack key; "" for bulk
 	// Migration is the workflow that checks; recorded with the StartedBy in the audit log.
 	Migration string `json:"Migration"`
+	// Move is the root workflow of the move Migration is a child of (a transfer, a bulk run);
+	// "" when Migration is the root. A grant that expired after the root's own check passed
+	// still covers the root's children: a move a grant let start may finish, however long it
+	// runs or stays paused. Revoking the grant stops it.
+	Move string `json:"Move,omitempty"`
 }
 
 // Whoami is the caller as the region sees it.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/dev/seeddata"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/tickets"
 )
@@ -111,4 +112,59 @@ func TestMigrateGrants(t *testing.T) {
 		t.Fatalf("whoami %+v", w)
 	}
 	src.do("", http.MethodGet, "/api/v1/whoami", nil).apiError(t, http.StatusUnauthorized)
+}
+
+// TestAnExpiredGrantStillCoversTheMoveItStarted: a grant that let a move start (the root's own
+// check passed) still covers that move's children after it expires, so a transfer paused or
+// slowed past the grant's TTL finishes; it covers nothing else once expired: not another
+// move, not a root's own check, not a grant no root ever used, not a machine outside it,
+// and not after it is revoked.
+func TestAnExpiredGrantStillCoversTheMoveItStarted(t *testing.T) {
+	t.Parallel()
+	src, _ := seedRegions(t)
+	op, ro := api.RoleOperator, api.RoleReadonly
+	rack := src.create(api.KindRacks, api.Rack{Name: "rack-1", Status: api.RackOnline})["Uuid"].(string)
+	inRack := src.create(api.KindMachines, api.Machine{Name: "racked", Rack: rack})["Uuid"].(string)
+	grants := "/api/v1/migrate-grants"
+	issue := func() api.Grant {
+		req := api.GrantRequest{Kind: api.GrantRack, Key: rack, TargetRegion: "region-b", TTL: 2 * time.Second}
+		return into[api.Grant](t, src.mustDo(op, http.MethodPost, grants, req, http.StatusCreated))
+	}
+	transfer := "transfer-rack/" + rack
+	check := func(token, kind, key, migration, move string) response {
+		return src.do(ro, http.MethodPost, grants+"/verify", api.GrantCheck{Grant: token, Kind: kind, Key: key, TargetRegion: "region-b", Migration: migration, Move: move})
+	}
+	child := func(token, machine, move string) response {
+		return check(token, api.GrantMachine, machine, "migrate-machine/"+machine, move)
+	}
+
+	g, unused := issue(), issue()
+	into[api.GrantClaims](t, check(g.Token, api.GrantRack, rack, transfer, "")) // the transfer's own check
+	testutil.Eventually(t, 10*time.Second, "the grant expired", func() bool {
+		return check(g.Token, api.GrantRack, rack, transfer, "").code == http.StatusUnauthorized
+	})
+	if got := into[api.GrantClaims](t, child(g.Token, inRack, transfer)); got.ID != g.ID {
+		t.Fatalf("a child of the transfer the grant started, after it expired: %+v", got)
+	}
+	events := into[[]api.Event](t, src.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/events?Kind=machines&Key="+inRack, nil, http.StatusOK))
+	if len(events) == 0 || events[0].Action != "migration-authorized" || events[0].Details["Move"] != transfer {
+		t.Fatalf("audit of the child's authorised move: %+v", events)
+	}
+	for name, r := range map[string]response{
+		"a child of another move":             child(g.Token, inRack, "transfer-rack/"+seeddata.BirdyUUID),
+		"a root's own check":                  check(g.Token, api.GrantRack, rack, transfer, ""),
+		"a child claiming to be its own root": check(g.Token, api.GrantMachine, inRack, transfer, transfer),
+		"a grant no move started with":        child(unused.Token, inRack, transfer),
+	} {
+		if msg := r.apiError(t, http.StatusUnauthorized); !strings.Contains(msg, "ticket expired") {
+			t.Errorf("%s, the grant expired: %q, want that it expired", name, msg)
+		}
+	}
+	if msg := child(g.Token, seeddata.BirdyUUID, transfer).apiError(t, http.StatusForbidden); !strings.Contains(msg, "does not cover") {
+		t.Errorf("a machine outside the rack: %q", msg)
+	}
+	src.mustDo(op, http.MethodDelete, grants+"/"+g.ID, nil, http.StatusNoContent)
+	if msg := child(g.Token, inRack, transfer).apiError(t, http.StatusUnauthorized); !strings.Contains(msg, "was revoked at") {
+		t.Errorf("a child of the transfer after the grant was revoked: %q", msg)
+	}
 }

@@ -59,7 +59,7 @@ func (s *Signer) VerifyGrant(token string, now time.Time) (api.GrantClaims, erro
 	case c.Scope != ScopeGrant:
 		return api.GrantClaims{}, fmt.Errorf("%w: scope %q, need %q", ErrWrongScope, c.Scope, ScopeGrant)
 	case !now.Before(time.Unix(c.Expires, 0)):
-		return api.GrantClaims{}, fmt.Errorf("%w at %s", ErrExpired, time.Unix(c.Expires, 0).UTC().Format(time.RFC3339))
+		return c, fmt.Errorf("%w at %s", ErrExpired, time.Unix(c.Expires, 0).UTC().Format(time.RFC3339))
 	}
 	return c, nil
 }
