@@ -12,6 +12,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
 	"github.com/ironflow/ironflow/workflows/moves"
 )
@@ -22,6 +23,9 @@ import (
 const (
 	controlsMachinesPerBatch = 2
 	controlsBatchesPerRun    = 2
+	// controlsGrantTTL is long enough for the move to start under its grant, which then
+	// expires while the move is paused: the move still finishes (GrantCheck.Move).
+	controlsGrantTTL = 20 * time.Second
 )
 
 // moveState is what the controls test reads of a move's progress query.
@@ -31,7 +35,8 @@ type moveState struct {
 }
 
 // TestTransferRackControlsAcrossContinueAsNew pauses, re-windows and resumes a running rack
-// transfer of the seed's rack-a once it has continued as new.
+// transfer of the seed's rack-a once it has continued as new; its grant expires during the
+// pause, and the transfer still finishes.
 func TestTransferRackControlsAcrossContinueAsNew(t *testing.T) {
 	s := startStack(t, dev.StackOptions{Seed: true, RunWorker: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -46,12 +51,12 @@ func TestTransferRackControlsAcrossContinueAsNew(t *testing.T) {
 	}
 	in := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: rack.Uuid, Window: 1,
 		MachinesPerBatch: controlsMachinesPerBatch, BatchesPerRun: controlsBatchesPerRun}
-	in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantRack, Key: rack.Uuid, TargetRegion: in.TargetRegion})
+	in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantRack, Key: rack.Uuid, TargetRegion: in.TargetRegion, TTL: controlsGrantTTL})
 	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.TransferRackID(rack.Uuid), TaskQueue: workflows.TaskQueue}, workflows.TransferRack, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exerciseControls(ctx, t, s, run, len(machines), func() (moveState, error) {
+	exerciseControls(ctx, t, s, run, in.Grant, len(machines), func() (moveState, error) {
 		var p workflows.TransferProgress
 		v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.ProgressQuery)
 		if err == nil {
@@ -69,7 +74,8 @@ func TestTransferRackControlsAcrossContinueAsNew(t *testing.T) {
 }
 
 // TestBulkMigrateControlsAcrossContinueAsNew pauses, re-windows and resumes a running bulk
-// migration of 16 machines once it has continued as new.
+// migration of 16 machines once it has continued as new; its grant expires during the pause,
+// and the run still finishes.
 func TestBulkMigrateControlsAcrossContinueAsNew(t *testing.T) {
 	s := startStack(t, dev.StackOptions{RunWorker: true, NoRacks: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -88,12 +94,12 @@ func TestBulkMigrateControlsAcrossContinueAsNew(t *testing.T) {
 	}
 	in := workflows.BulkMigrateInput{SourceRegion: "region-a", TargetRegion: "region-b", Selector: activities.Selector{Names: names}, Window: 1,
 		MachinesPerBatch: controlsMachinesPerBatch, MachinesPerRun: controlsMachinesPerBatch * controlsBatchesPerRun}
-	in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantBulk, Selector: api.GrantSelector{Names: names}, TargetRegion: in.TargetRegion})
+	in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantBulk, Selector: api.GrantSelector{Names: names}, TargetRegion: in.TargetRegion, TTL: controlsGrantTTL})
 	run, err := s.Client.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("controls"), workflows.BulkMigrate, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exerciseControls(ctx, t, s, run, len(machines), func() (moveState, error) {
+	exerciseControls(ctx, t, s, run, in.Grant, len(machines), func() (moveState, error) {
 		var p workflows.BulkProgress
 		v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.ProgressQuery)
 		if err == nil {
@@ -115,11 +121,15 @@ func TestBulkMigrateControlsAcrossContinueAsNew(t *testing.T) {
 
 // exerciseControls drives the controls of run, a move of total machines at window 1, through
 // its progress query: once it has continued as new it pauses it and checks that, once the
-// machines in flight have finished, no machine moves (progress and region-b stay put); sets
-// window 4 while paused; resumes it and checks that more machines are in flight at once than
-// before, until all have moved.
-func exerciseControls(ctx context.Context, t *testing.T, s *dev.Stack, run client.WorkflowRun, total int, progress func() (moveState, error)) {
+// machines in flight have finished, no machine moves (progress and region-b stay put); lets
+// the move's grant expire; sets window 4 while paused; resumes it and checks that more
+// machines are in flight at once than before, until all have moved.
+func exerciseControls(ctx context.Context, t *testing.T, s *dev.Stack, run client.WorkflowRun, grant string, total int, progress func() (moveState, error)) {
 	t.Helper()
+	claims, err := tickets.ParseGrant(grant)
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := run.GetID()
 	var st moveState
 	maxBefore := 0
@@ -163,6 +173,10 @@ func exerciseControls(ctx context.Context, t *testing.T, s *dev.Stack, run clien
 		t.Fatalf("every machine moved before the pause: %+v", st)
 	}
 	pausedAt := st.Done
+	expires := time.Unix(claims.Expires, 0)
+	pollUntil(t, controlsGrantTTL+time.Minute, "the move's grant to expire", func() (bool, error) {
+		return !time.Now().Before(expires), nil
+	})
 	if cs, err := moves.SetWindow(ctx, s.Client, id, 4, "op"); err != nil || cs != (workflows.ControlState{Paused: true, Window: 4}) {
 		t.Fatalf("set-window: %+v, %v", cs, err)
 	}
