@@ -57,8 +57,10 @@ type BatchInput struct {
 	Parallelism int `json:",omitempty"`
 	// Grant is the parent's rack or bulk grant; the source verifies it for each machine.
 	Grant string `json:",omitempty"`
-	// Move is the root workflow of the move the batch is part of (api.GrantCheck.Move).
-	Move string `json:",omitempty"`
+	// Move is the root workflow of the move the batch is part of, MoveRun the first run of its
+	// chain (api.GrantCheck).
+	Move    string `json:",omitempty"`
+	MoveRun string `json:",omitempty"`
 }
 
 // BatchResult says what happened to each machine of a batch, by UUID.
@@ -310,7 +312,7 @@ func (mv *machineMove) validate(ctx context.Context) (done, perMachine bool, err
 	if err := checkMigratable(m, ValidateInput{Migration: mv.in.Migration, SourceRegion: mv.in.SourceRegion}); err != nil {
 		return false, false, err
 	}
-	check := api.GrantCheck{Grant: mv.in.Grant, TargetRegion: mv.in.TargetRegion, Kind: api.GrantMachine, Key: mv.id, Migration: mv.in.Migration, Move: mv.in.Move}
+	check := api.GrantCheck{Grant: mv.in.Grant, TargetRegion: mv.in.TargetRegion, Kind: api.GrantMachine, Key: mv.id, Migration: mv.in.Migration, Move: mv.in.Move, MoveRun: mv.in.MoveRun}
 	err = retry(ctx, batchCallAttempts, func(ctx context.Context) error {
 		var err error
 		mv.startedBy, err = verifyGrant(ctx, mv.src, mv.in.SourceRegion, check)

@@ -34,8 +34,12 @@ type GrantVerifier interface {
 }
 
 // verifyGrant asks the source region whether grant covers moving kind/key to target, and
-// returns who the grant was issued to. A refusal is final.
+// returns who the grant was issued to. A refusal is final. A root's own check names its run,
+// as Temporal reports it, so the source can tell its children from a later move's.
 func verifyGrant(ctx context.Context, src GrantVerifier, source string, check api.GrantCheck) (string, error) {
+	if check.Move == "" && activity.IsActivity(ctx) {
+		check.MoveRun = activity.GetInfo(ctx).WorkflowExecution.RunID
+	}
 	claims, err := src.VerifyGrant(ctx, check)
 	if isFinal(err) {
 		return "", nonRetryable(ErrGrantRefused, "region %s refused the grant to move %s %s to %s: %v "+

@@ -41,9 +41,10 @@ type ValidateInput struct {
 	AgentOnly bool
 	// Grant is the source region's authorisation of this move (grants.go).
 	Grant string
-	// Move is the root workflow of the move this migration is part of (api.GrantCheck.Move);
-	// "" when it runs alone.
-	Move string `json:",omitempty"`
+	// Move is the root workflow of the move this migration is part of, MoveRun the first run
+	// of its chain (api.GrantCheck); "" when it runs alone.
+	Move    string `json:",omitempty"`
+	MoveRun string `json:",omitempty"`
 }
 
 // ValidateResult is what the workflow keeps about the machine; small on purpose (it is
@@ -97,7 +98,7 @@ func (a *Activities) ValidateMigration(ctx context.Context, in ValidateInput) (V
 	if want := MigrateMachineID(m.Uuid); in.Migration != want {
 		return res, nonRetryable(ErrNonCanonicalWorkID, "the migration of machine %s (%s) runs as workflow %q; start it as %q", m.Name, m.Uuid, in.Migration, want)
 	}
-	check := api.GrantCheck{Grant: in.Grant, TargetRegion: in.TargetRegion, Kind: api.GrantMachine, Key: m.Uuid, Migration: in.Migration, Move: in.Move}
+	check := api.GrantCheck{Grant: in.Grant, TargetRegion: in.TargetRegion, Kind: api.GrantMachine, Key: m.Uuid, Migration: in.Migration, Move: in.Move, MoveRun: in.MoveRun}
 	if res.StartedBy, err = verifyGrant(ctx, src, in.SourceRegion, check); err != nil {
 		return res, err
 	}

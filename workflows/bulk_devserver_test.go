@@ -64,17 +64,23 @@ func TestBulkMigrateOnDevServer(t *testing.T) {
 			t.Errorf("machine %s not active on west: %+v", u, m)
 		}
 	}
-	// Each check names the move it is for, as the Temporal server reports the root: the bulk
-	// run for its children (so they may finish under a grant that expired), none for a root.
-	wantMove := map[string]string{uuids[0]: run.GetID(), uuids[1]: run.GetID(), uuids[2]: "", "": ""}
-	for _, check := range east.GrantChecks() {
-		if move, ok := wantMove[check.Key]; !ok || check.Move != move {
-			t.Errorf("grant check %+v: want Move %q", check, move)
-		}
-		delete(wantMove, check.Key)
+	// Each check names the move it is for, as the Temporal server reports the root and its
+	// first run: the bulk run for its children (so they may finish under a grant that
+	// expired), none for a root, which names its own run.
+	wantChecks := map[string]api.GrantCheck{
+		uuids[0]: {Move: run.GetID(), MoveRun: run.GetRunID()},
+		uuids[1]: {Move: run.GetID(), MoveRun: run.GetRunID()},
+		uuids[2]: {MoveRun: busy.GetRunID()},
+		"":       {MoveRun: run.GetRunID()}, // the bulk run's own check
 	}
-	if len(wantMove) != 0 {
-		t.Errorf("no grant check for %v", wantMove)
+	for _, check := range east.GrantChecks() {
+		if w, ok := wantChecks[check.Key]; !ok || check.Move != w.Move || check.MoveRun != w.MoveRun {
+			t.Errorf("grant check %+v: want Move %q, MoveRun %q", check, w.Move, w.MoveRun)
+		}
+		delete(wantChecks, check.Key)
+	}
+	if len(wantChecks) != 0 {
+		t.Errorf("no grant check for %v", wantChecks)
 	}
 	if *record {
 		writeHistory(ctx, t, c, run, filepath.Join(bulkHistoryDir, "bulk_migrate_history.json"))

@@ -240,7 +240,7 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 // returns those that need the per-machine path. A failed machine does not stop the others.
 func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) []string {
 	var perMachine []string
-	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
+	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant, MoveRun: moveRunOf(ctx)}
 	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, batchSize(b.in.MachinesPerBatch), &b.ctl, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
 		b.result.Succeeded = append(b.result.Succeeded, res.Moved...)
 		for _, f := range res.Failed {
@@ -296,6 +296,7 @@ func (b *bulkMigration) start(ctx workflow.Context, machine string) workflow.Fut
 		SkipMachineDestroy: b.in.SkipMachineDestroy,
 		WaitForRunningJob:  b.in.WaitForRunningJob,
 		Grant:              b.in.Grant,
+		MoveRun:            moveRunOf(ctx),
 	})
 }
 

@@ -42,16 +42,19 @@ func TestMigrateMachineRefusesOwnWorkflowID(t *testing.T) {
 }
 
 // TestMigrateMachineNamesTheMoveItIsPartOf: a migration's grant check names the root of the
-// move it is part of, as Temporal reports it (never its input): none when it runs alone, its
-// parent when it is a child, so the source lets a transfer's or bulk run's children finish
-// under the grant that started it (region/server TestAnExpiredGrantStillCoversTheMoveItStarted).
+// move it is part of as Temporal reports it, with the root's first run its parent handed down:
+// nothing of the kind when it runs alone (its own run instead, whatever its input says), its
+// parent when it is a child. The source lets a transfer's or bulk run's children finish under
+// the grant that started it (region/server TestAnExpiredGrantStillCoversTheMoveItStarted).
 func TestMigrateMachineNamesTheMoveItIsPartOf(t *testing.T) {
 	alone := newFixture(t)
-	if _, err := alone.run(input()); err != nil {
+	forged := input()
+	forged.MoveRun = "forged-run"
+	if _, err := alone.run(forged); err != nil {
 		t.Fatal(err)
 	}
-	if checks := alone.east.GrantChecks(); len(checks) != 1 || checks[0].Move != "" {
-		t.Errorf("grant checks of a migration run alone: %+v, want one naming no other move", checks)
+	if checks := alone.east.GrantChecks(); len(checks) != 1 || checks[0].Move != "" || checks[0].MoveRun == forged.MoveRun {
+		t.Errorf("grant checks of a migration run alone: %+v, want one naming no other move and its own run", checks)
 	}
 
 	child := newFixture(t, migrateBirdyAsChild)
@@ -61,13 +64,18 @@ func TestMigrateMachineNamesTheMoveItIsPartOf(t *testing.T) {
 	if err := child.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if checks := child.east.GrantChecks(); len(checks) != 1 || checks[0].Move != parentID {
-		t.Errorf("grant checks of a child migration: %+v, want one naming %s", checks, parentID)
+	if checks := child.east.GrantChecks(); len(checks) != 1 || checks[0].Move != parentID || checks[0].MoveRun != parentFirstRun {
+		t.Errorf("grant checks of a child migration: %+v, want one naming %s, run %s", checks, parentID, parentFirstRun)
 	}
 }
+
+// parentFirstRun is the first run migrateBirdyAsChild hands its child, as a transfer does.
+const parentFirstRun = "parent-first-run"
 
 // migrateBirdyAsChild runs birdy's migration as its child, as a transfer or a bulk run does.
 func migrateBirdyAsChild(ctx workflow.Context) error {
 	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: workflows.MigrateMachineID(birdyUUID)})
-	return workflow.ExecuteChildWorkflow(ctx, workflows.MigrateMachine, input()).Get(ctx, nil)
+	in := input()
+	in.MoveRun = parentFirstRun
+	return workflow.ExecuteChildWorkflow(ctx, workflows.MigrateMachine, in).Get(ctx, nil)
 }

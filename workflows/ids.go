@@ -38,15 +38,21 @@ func TransferRackStartOptions(rackUUID string) client.StartWorkflowOptions {
 	return startOptions(TransferRackID(rackUUID))
 }
 
-// rootMove is the ID of the workflow at the root of the move ctx's workflow is part of (the
-// transfer or bulk run it is a child of, across continue-as-new), "" when it is the root: the
-// Temporal server says so, a workflow's input cannot.
-func rootMove(ctx workflow.Context) string {
-	if root := workflow.GetInfo(ctx).RootWorkflowExecution; root != nil {
-		return root.ID
+// moveOf names the move ctx's workflow is part of for its grant checks (api.GrantCheck.Move
+// and MoveRun): the root workflow's ID, as the Temporal server reports it (a workflow's input
+// cannot), and the first run of the root's chain, which the parent handed down as moveRun;
+// nothing when the workflow is the root, whatever its input says.
+func moveOf(ctx workflow.Context, moveRun string) (move, run string) {
+	root := workflow.GetInfo(ctx).RootWorkflowExecution
+	if root == nil {
+		return "", ""
 	}
-	return ""
+	return root.ID, moveRun
 }
+
+// moveRunOf is what a transfer or bulk run hands its children as their MoveRun: the first
+// run of its chain, which continue-as-new keeps and which its own grant check recorded.
+func moveRunOf(ctx workflow.Context) string { return workflow.GetInfo(ctx).FirstRunID }
 
 // Pod workflow IDs: one compose per VM name of a pod, one refresh per pod, one decompose
 // and one power action per machine at a time.

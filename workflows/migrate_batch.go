@@ -53,6 +53,8 @@ type MigrateMachineBatchInput struct {
 	Machines     []string // UUIDs
 	// Grant is the parent's rack or bulk grant (region/api/grants.go).
 	Grant string `json:",omitempty"`
+	// MoveRun is the first run of the parent's chain (MigrateMachineInput.MoveRun).
+	MoveRun string `json:",omitempty"`
 	// Parallelism is how many of the machines move at once; 0 means
 	// activities.DefaultBatchParallelism.
 	Parallelism int `json:",omitempty"`
@@ -75,8 +77,9 @@ func MigrateMachineBatch(ctx workflow.Context, in MigrateMachineBatchInput) (act
 	var res activities.BatchResult
 	batch := activities.BatchInput{
 		SourceRegion: in.SourceRegion, TargetRegion: in.TargetRegion, Machines: in.Machines, Grant: in.Grant,
-		Parallelism: in.Parallelism, Migration: workflow.GetInfo(ctx).WorkflowExecution.ID, Move: rootMove(ctx),
+		Parallelism: in.Parallelism, Migration: workflow.GetInfo(ctx).WorkflowExecution.ID,
 	}
+	batch.Move, batch.MoveRun = moveOf(ctx, in.MoveRun)
 	err := call(ctx, batchOptions, acts.MigrateBatch, batch, &res)
 	return res, err
 }
@@ -174,7 +177,7 @@ func errorTypeOf(err error) string {
 func (t *rackTransfer) migrateBatches(ctx workflow.Context, machines []string) ([]string, error) {
 	var perMachine, failures []string
 	failed, ended := 0, 0
-	in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Grant: t.in.Grant}
+	in := MigrateMachineBatchInput{SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Grant: t.in.Grant, MoveRun: moveRunOf(ctx)}
 	// The canonical ID of the transfer (not its own, which a replayer does not know).
 	runBatches(ctx, TransferRackID(t.in.Rack), in, machines, batchSize(t.in.MachinesPerBatch), &t.ctl, t.in.Window, func() bool { return failed == 0 }, &t.progress.MachinesRunning, func(res activities.BatchResult) {
 		ended += len(res.Moved) + len(res.PerMachine) + len(res.Failed)

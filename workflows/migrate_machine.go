@@ -68,6 +68,10 @@ type MigrateMachineInput struct {
 	// machine grant, or the rack or bulk grant of the parent transfer or bulk migration.
 	// Validation refuses the move without one that covers it.
 	Grant string `json:",omitempty"`
+	// MoveRun is set by the parent transfer or bulk run: the first run of its chain
+	// (moveRunOf), which the source checks an expired grant against. A migration run alone
+	// ignores it.
+	MoveRun string `json:",omitempty"`
 }
 
 // MigrateMachineResult describes a finished migration.
@@ -304,8 +308,8 @@ func (m *migration) validate(ctx workflow.Context) error {
 		Machine:      m.in.Machine,
 		AgentOnly:    m.in.SkipMachineMigration,
 		Grant:        m.in.Grant,
-		Move:         rootMove(ctx),
 	}
+	in.Move, in.MoveRun = moveOf(ctx, m.in.MoveRun)
 	for {
 		if err := m.setPhase(ctx, PhaseValidating); err != nil {
 			return err

@@ -351,6 +351,7 @@ func (t *rackTransfer) migrateEach(ctx workflow.Context, machines []string) erro
 			t.progress.MachinesRunning++
 			return startMigrateMachine(ctx, MigrateMachineInput{
 				SourceRegion: t.in.SourceRegion, TargetRegion: t.in.TargetRegion, Machine: machine, WaitForRunningJob: t.jobWait(ctx), Grant: t.in.Grant,
+				MoveRun: moveRunOf(ctx),
 			})
 		},
 		func(machine string, f workflow.Future) {

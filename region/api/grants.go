@@ -91,6 +91,10 @@ type GrantCheck struct {
 	// still covers the root's children: a move a grant let start may finish, however long it
 	// runs or stays paused. Revoking the grant stops it.
 	Move string `json:"Move,omitempty"`
+	// MoveRun is the first run of Move's run chain (continue-as-new keeps it), or for a root's
+	// own check the run that checks: what tells the move the grant let start from a later one
+	// under the same workflow ID.
+	MoveRun string `json:"MoveRun,omitempty"`
 }
 
 // Whoami is the caller as the region sees it.

@@ -116,9 +116,9 @@ func (s *Server) verifyGrant(w http.ResponseWriter, r *http.Request, c *call) er
 		return err
 	}
 	claims, err := signer.VerifyGrant(req.Grant, time.Now())
-	if errors.Is(err, tickets.ErrExpired) && req.Move != "" && req.Move != req.Migration {
+	if errors.Is(err, tickets.ErrExpired) && req.Move != "" && req.Move != req.Migration && req.MoveRun != "" {
 		// A child of a move the grant let start: it may finish (GrantCheck.Move).
-		started, serr := s.st.GrantStartedMove(r.Context(), claims.ID, req.Move)
+		started, serr := s.st.GrantStartedMove(r.Context(), claims.ID, req.Move, req.MoveRun)
 		if serr != nil {
 			return serr
 		}
@@ -142,7 +142,7 @@ func (s *Server) verifyGrant(w http.ResponseWriter, r *http.Request, c *call) er
 	if err != nil {
 		return err
 	}
-	if err := s.st.RecordGrantUse(r.Context(), c.by, kind, key, claims, req.Migration, req.Move); err != nil {
+	if err := s.st.RecordGrantUse(r.Context(), c.by, kind, key, claims, req); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, claims)

@@ -117,8 +117,8 @@ func TestMigrateGrants(t *testing.T) {
 // TestAnExpiredGrantStillCoversTheMoveItStarted: a grant that let a move start (the root's own
 // check passed) still covers that move's children after it expires, so a transfer paused or
 // slowed past the grant's TTL finishes; it covers nothing else once expired: not another
-// move, not a root's own check, not a grant no root ever used, not a machine outside it,
-// and not after it is revoked.
+// move, not a later move under the same workflow ID (another run chain), not a root's own
+// check, not a grant no root ever used, not a machine outside it, and not after it is revoked.
 func TestAnExpiredGrantStillCoversTheMoveItStarted(t *testing.T) {
 	t.Parallel()
 	src, _ := seedRegions(t)
@@ -131,19 +131,21 @@ func TestAnExpiredGrantStillCoversTheMoveItStarted(t *testing.T) {
 		return into[api.Grant](t, src.mustDo(op, http.MethodPost, grants, req, http.StatusCreated))
 	}
 	transfer := "transfer-rack/" + rack
-	check := func(token, kind, key, migration, move string) response {
-		return src.do(ro, http.MethodPost, grants+"/verify", api.GrantCheck{Grant: token, Kind: kind, Key: key, TargetRegion: "region-b", Migration: migration, Move: move})
+	// A root's own check names its run; a child's names its root and the root's first run.
+	check := func(token, kind, key, migration, move, run string) response {
+		return src.do(ro, http.MethodPost, grants+"/verify", api.GrantCheck{Grant: token, Kind: kind, Key: key, TargetRegion: "region-b",
+			Migration: migration, Move: move, MoveRun: run})
 	}
-	child := func(token, machine, move string) response {
-		return check(token, api.GrantMachine, machine, "migrate-machine/"+machine, move)
+	child := func(token, machine, move, run string) response {
+		return check(token, api.GrantMachine, machine, "migrate-machine/"+machine, move, run)
 	}
 
 	g, unused := issue(), issue()
-	into[api.GrantClaims](t, check(g.Token, api.GrantRack, rack, transfer, "")) // the transfer's own check
+	into[api.GrantClaims](t, check(g.Token, api.GrantRack, rack, transfer, "", "run-1")) // the transfer's own check
 	testutil.Eventually(t, 10*time.Second, "the grant expired", func() bool {
-		return check(g.Token, api.GrantRack, rack, transfer, "").code == http.StatusUnauthorized
+		return check(g.Token, api.GrantRack, rack, transfer, "", "run-1").code == http.StatusUnauthorized
 	})
-	if got := into[api.GrantClaims](t, child(g.Token, inRack, transfer)); got.ID != g.ID {
+	if got := into[api.GrantClaims](t, child(g.Token, inRack, transfer, "run-1")); got.ID != g.ID {
 		t.Fatalf("a child of the transfer the grant started, after it expired: %+v", got)
 	}
 	events := into[[]api.Event](t, src.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/events?Kind=machines&Key="+inRack, nil, http.StatusOK))
@@ -151,20 +153,22 @@ func TestAnExpiredGrantStillCoversTheMoveItStarted(t *testing.T) {
 		t.Fatalf("audit of the child's authorised move: %+v", events)
 	}
 	for name, r := range map[string]response{
-		"a child of another move":             child(g.Token, inRack, "transfer-rack/"+seeddata.BirdyUUID),
-		"a root's own check":                  check(g.Token, api.GrantRack, rack, transfer, ""),
-		"a child claiming to be its own root": check(g.Token, api.GrantMachine, inRack, transfer, transfer),
-		"a grant no move started with":        child(unused.Token, inRack, transfer),
+		"a child of another move":                   child(g.Token, inRack, "transfer-rack/"+seeddata.BirdyUUID, "run-1"),
+		"a child of a later move under the same ID": child(g.Token, inRack, transfer, "run-2"),
+		"a child naming no run":                     child(g.Token, inRack, transfer, ""),
+		"a root's own check":                        check(g.Token, api.GrantRack, rack, transfer, "", "run-1"),
+		"a child claiming to be its own root":       check(g.Token, api.GrantMachine, inRack, transfer, transfer, "run-1"),
+		"a grant no move started with":              child(unused.Token, inRack, transfer, "run-1"),
 	} {
 		if msg := r.apiError(t, http.StatusUnauthorized); !strings.Contains(msg, "ticket expired") {
 			t.Errorf("%s, the grant expired: %q, want that it expired", name, msg)
 		}
 	}
-	if msg := child(g.Token, seeddata.BirdyUUID, transfer).apiError(t, http.StatusForbidden); !strings.Contains(msg, "does not cover") {
+	if msg := child(g.Token, seeddata.BirdyUUID, transfer, "run-1").apiError(t, http.StatusForbidden); !strings.Contains(msg, "does not cover") {
 		t.Errorf("a machine outside the rack: %q", msg)
 	}
 	src.mustDo(op, http.MethodDelete, grants+"/"+g.ID, nil, http.StatusNoContent)
-	if msg := child(g.Token, inRack, transfer).apiError(t, http.StatusUnauthorized); !strings.Contains(msg, "was revoked at") {
+	if msg := child(g.Token, inRack, transfer, "run-1").apiError(t, http.StatusUnauthorized); !strings.Contains(msg, "was revoked at") {
 		t.Errorf("a child of the transfer after the grant was revoked: %q", msg)
 	}
 }

@@ -68,15 +68,16 @@ func (s *Store) RevokeGrant(ctx context.Context, by Principal, id string) error 
 
 // RecordGrantUse audits a verified grant on the object that moves: who started the move
 // (StartedBy, the grant's subject), the migration (workflow ID) that checked it and the move
-// it checked for (move: the root workflow, "" when the migration is the root). A root's check
-// is also recorded as a move the grant let start (GrantStartedMove).
-func (s *Store) RecordGrantUse(ctx context.Context, by Principal, kind, key string, c api.GrantClaims, migration, move string) error {
+// it checked for (check.Move: the root workflow, "" when the migration is the root). A root's
+// check is also recorded as a move the grant let start (GrantStartedMove).
+func (s *Store) RecordGrantUse(ctx context.Context, by Principal, kind, key string, c api.GrantClaims, check api.GrantCheck) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		details := map[string]any{"Grant": c.ID, "StartedBy": c.GrantedTo, "Migration": migration, "TargetRegion": c.TargetRegion}
-		if move != "" {
-			details["Move"] = move
-		} else if migration != "" {
-			if _, err := tx.Exec(ctx, "INSERT INTO migrate_grant_moves (grant_id, move) VALUES ($1, $2) ON CONFLICT DO NOTHING", c.ID, migration); err != nil {
+		details := map[string]any{"Grant": c.ID, "StartedBy": c.GrantedTo, "Migration": check.Migration, "TargetRegion": c.TargetRegion}
+		if check.Move != "" {
+			details["Move"] = check.Move
+		} else if check.Migration != "" && check.MoveRun != "" {
+			if _, err := tx.Exec(ctx, "INSERT INTO migrate_grant_moves (grant_id, move, run) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+				c.ID, check.Migration, check.MoveRun); err != nil {
 				return err
 			}
 		}
@@ -85,9 +86,10 @@ func (s *Store) RecordGrantUse(ctx context.Context, by Principal, kind, key stri
 }
 
 // GrantStartedMove reports whether the grant id passed the own check of the move (a root
-// workflow ID) while it was valid.
-func (s *Store) GrantStartedMove(ctx context.Context, id, move string) (bool, error) {
+// workflow ID) in the run chain that began with run, while it was valid.
+func (s *Store) GrantStartedMove(ctx context.Context, id, move, run string) (bool, error) {
 	var started bool
-	err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM migrate_grant_moves WHERE grant_id = $1 AND move = $2)", id, move).Scan(&started)
+	err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM migrate_grant_moves WHERE grant_id = $1 AND move = $2 AND run = $3)",
+		id, move, run).Scan(&started)
 	return started, classify(err)
 }
