@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/dev/postgres"
+	"github.com/ironflow/ironflow/internal/netnstest"
 )
 
 // TestDevStopsCleanly runs `ironflow dev` as a user does, interrupts it with SIGINT (Ctrl-C),
@@ -174,16 +174,13 @@ func alive(pid int) bool {
 	return len(fields) == 0 || fields[0] != "Z"
 }
 
-// testNamespace names the namespaces internal/netnstest makes for tests of other packages,
-// which go test runs beside this one: they come and go while the dev stack runs.
-var testNamespace = regexp.MustCompile(`^ironflow-[a-z0-9]+[sc]-[0-9]+$`)
-
 // newNamespaces lists the namespaces of after (`ip netns list` output) that before lacks,
-// other than other tests' own.
+// other than those internal/netnstest makes for tests of other packages, which go test runs
+// beside this one: they come and go while the dev stack runs.
 func newNamespaces(before, after string) []string {
 	var out []string
 	for _, name := range namespaceNames(after) {
-		if !slices.Contains(namespaceNames(before), name) && !testNamespace.MatchString(name) {
+		if !slices.Contains(namespaceNames(before), name) && !strings.HasPrefix(name, netnstest.TestPrefix) {
 			out = append(out, name)
 		}
 	}

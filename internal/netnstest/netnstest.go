@@ -13,7 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// VethPair creates namespaces "ironflow-<tag>s-<pid>" and "ironflow-<tag>c-<pid>" joined by
+// TestPrefix begins the name of every namespace this package makes: nothing else uses it, so
+// a test can tell other tests' namespaces (go test runs packages side by side) from leaks.
+const TestPrefix = "ironflow-test-"
+
+// VethPair creates namespaces "ironflow-test-<tag>s-<pid>" and "ironflow-test-<tag>c-<pid>" joined by
 // a veth pair with both ends up, and returns the namespaces and the interface in each. It
 // skips the test when not root or when iproute2 is missing. tag keeps packages whose tests
 // run at the same time apart; interface names stay within the kernel's 15 characters.
@@ -28,8 +32,9 @@ func VethPair(t *testing.T, tag string) (srvNS, srvIf, cliNS, cliIf string) {
 	return srvNS, srvIf, cliNS, cliIf
 }
 
-// Namespace creates the network namespace "ironflow-<tag>-<pid>", removed when the test ends, and
-// returns its name. It skips the test when not root or when iproute2 is missing.
+// Namespace creates the network namespace "ironflow-test-<tag>-<pid>" (TestPrefix), removed
+// when the test ends, and returns its name. It skips the test when not root or when iproute2
+// is missing.
 func Namespace(t *testing.T, tag string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -38,7 +43,7 @@ func Namespace(t *testing.T, tag string) string {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("skipping: the ip command (iproute2) is not installed")
 	}
-	ns := fmt.Sprintf("ironflow-%s-%d", tag, os.Getpid())
+	ns := fmt.Sprintf("%s%s-%d", TestPrefix, tag, os.Getpid())
 	IP(t, "netns", "add", ns)
 	t.Cleanup(func() {
 		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
