@@ -85,9 +85,10 @@ func (vm VM) validate() error {
 }
 
 // Compose defines the VM's domain (not started), booting from the network first so it
-// PXE-boots from the rack, then creates the volumes it names. It either succeeds or leaves nothing behind: when a step
-// fails, what it created is removed again, on a new connection when libvirtd restarted under
-// it; only a pod that cannot be reached again keeps it (the error names it).
+// PXE-boots from the rack, then creates the volumes it names. It either succeeds or leaves
+// nothing behind: when a step fails, what it created is removed again, on a new connection
+// when libvirtd restarted under it; only a pod that cannot be reached again keeps it (the
+// error names it).
 func (c *Conn) Compose(vm VM) (Composed, error) {
 	return bounded(c, func() (Composed, error) { return c.compose(vm) })
 }
