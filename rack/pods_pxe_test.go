@@ -3,20 +3,15 @@ package rack
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-
 	"github.com/ironflow/ironflow/dev/libvirtdtest"
 	"github.com/ironflow/ironflow/dev/sshdtest"
 	"github.com/ironflow/ironflow/internal/netnstest"
 	"github.com/ironflow/ironflow/internal/testutil"
-	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -35,15 +30,7 @@ const podVMBootTimeout = 90 * time.Second
 // connection, and libvirt has no domain and no volume left.
 func TestPodVMsPXEBootAndEnlistOntoTheirMachines(t *testing.T) {
 	ctx := context.Background()
-	v := newVethRack(t)
-	v.subnet(t, "10.77.0.0/24", "", api.IPRange{Start: "10.77.0.100", End: "10.77.0.200"})
-	v.start(t, func(o *Options) {
-		o.RouterAdvertisements = true
-		o.Discovery = httpboot.Boot{BootEnv: "discovery", Kernel: "http://" + v.serverIP.String() + ":1/vmlinuz"}
-	})
-	v.lease(t, net.HardwareAddr{0x02, 0, 0, 0x77, 0, 2}, "an address from the rack", func(ack *dhcpv4.DHCPv4) bool {
-		return netip.MustParsePrefix("10.77.0.0/24").Contains(ackAddr(ack.YourIPAddr))
-	})
+	v := newEnlistingRack(t)
 
 	// The pod host: the client namespace, its link to the rack on a bridge its VMs join.
 	const bridge = "br0"

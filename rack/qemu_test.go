@@ -181,15 +181,7 @@ func TestQEMUUnknownMachineEnlists(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := newVethRack(t)
-			v.subnet(t, "10.77.0.0/24", "", api.IPRange{Start: "10.77.0.100", End: "10.77.0.200"})
-			v.start(t, func(o *Options) {
-				o.RouterAdvertisements = true
-				o.Discovery = httpboot.Boot{BootEnv: "discovery", Kernel: "http://" + v.serverIP.String() + ":1/vmlinuz"}
-			})
-			v.lease(t, net.HardwareAddr{0x02, 0, 0, 0x77, 0, 2}, "an address from the rack", func(ack *dhcpv4.DHCPv4) bool {
-				return netip.MustParsePrefix("10.77.0.0/24").Contains(ackAddr(ack.YourIPAddr))
-			})
+			v := newEnlistingRack(t)
 			q := bootQEMU(t, v, mac, tt.smbios...)
 
 			var ms []api.Machine
@@ -227,4 +219,21 @@ func TestQEMUUnknownMachineEnlists(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newEnlistingRack is a veth rack serving 10.77.0.0/24 (a dynamic range), router
+// advertisements for iPXE and the discovery environment unknown machines enlist from, with its
+// config applied (a client of the link got an address).
+func newEnlistingRack(t *testing.T) *vethRack {
+	t.Helper()
+	v := newVethRack(t)
+	v.subnet(t, "10.77.0.0/24", "", api.IPRange{Start: "10.77.0.100", End: "10.77.0.200"})
+	v.start(t, func(o *Options) {
+		o.RouterAdvertisements = true
+		o.Discovery = httpboot.Boot{BootEnv: "discovery", Kernel: "http://" + v.serverIP.String() + ":1/vmlinuz"}
+	})
+	v.lease(t, net.HardwareAddr{0x02, 0, 0, 0x77, 0, 2}, "an address from the rack", func(ack *dhcpv4.DHCPv4) bool {
+		return netip.MustParsePrefix("10.77.0.0/24").Contains(ackAddr(ack.YourIPAddr))
+	})
+	return v
 }
