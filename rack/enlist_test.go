@@ -185,7 +185,7 @@ func TestAgentEnlistThroughTheRackMatchesADeclaredMAC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err := enlist.Run(ctx, enlist.Options{URL: racks[0], Logger: testLogger()})
+	res, err := enlist.Run(ctx, enlist.Options{URL: racks[0], Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,12 +29,20 @@ const (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// testLogger shows the rack's log with the test's output when IRONFLOW_TEST_LOG is set.
-func testLogger() *slog.Logger {
+// testLogger is the rack's log: shown as it is written when IRONFLOW_TEST_LOG is set, else kept
+// and shown when the test fails, so a failure says what the rack saw.
+func testLogger(t testing.TB) *slog.Logger {
+	debug := &slog.HandlerOptions{Level: slog.LevelDebug}
 	if os.Getenv("IRONFLOW_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		return slog.New(slog.NewTextHandler(os.Stderr, debug))
 	}
-	return quiet
+	kept := &testutil.SafeBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("rack log:\n%s", kept.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(kept, debug))
 }
 
 // region is one region process on 127.0.0.1 serving a database.
@@ -175,7 +183,7 @@ func rackOptions(t *testing.T, stateDir string) Options {
 		HeartbeatInterval:   200 * time.Millisecond,
 		RegionCheckInterval: 200 * time.Millisecond,
 		Version:             "test",
-		Logger:              testLogger(),
+		Logger:              testLogger(t),
 	}
 }
 

@@ -92,6 +92,13 @@ func TestPodVMsPXEBootAndEnlistOntoTheirMachines(t *testing.T) {
 		}
 	}
 
+	t.Cleanup(func() { // before libvirtd stops: the failure says how far each VM got
+		if t.Failed() {
+			for _, m := range vms {
+				t.Log(libvirtdtest.DomainReport(t, dir, socket, m.composed.Name))
+			}
+		}
+	})
 	poweredOn := time.Now()
 	for _, m := range vms {
 		if err := m.conn.Power(m.composed.Name, pods.PowerOn); err != nil {

@@ -3,8 +3,12 @@
 // where the test's directory stands in for /etc/libvirt, /run/libvirt, /var/lib/libvirt and
 // /var/log/libvirt. So each test has its own qemu.conf (QEMU as root, no security driver, no
 // cgroups: a test directory and a container are enough), and its domains, pools and networks are
-// gone with it, whatever another libvirtd on the host holds. /var/cache/libvirt stays the host's:
-// it holds what libvirt learnt by probing the QEMU binaries, seconds a test need not spend again.
+// gone with it, whatever another libvirtd on the host holds. The daemons see no /dev/kvm (an empty
+// read-only file stands there), so domains run under TCG as the tests expect: a host may offer a /dev/kvm on
+// which a nested guest hangs in its firmware (seen on the CI kind of machine: SeaBIOS stops after
+// its option-ROM scan and the VM never sends a DHCP request). /var/cache/libvirt is the test's too,
+// since libvirt's cache of what it probed in the QEMU binaries would still say KVM works; Run
+// waits for that probe, seconds under load, so a test's own call timeouts do not include it.
 // Every process (libvirtd, virtlogd, the QEMU of a running domain) is ended by its PID when the
 // test ends.
 package libvirtdtest
@@ -38,7 +42,14 @@ const (
 // the same base name, e.g. dir/run for /run/libvirt).
 var private = map[string]string{
 	"etc": "/etc/libvirt", "run": "/run/libvirt", "lib": "/var/lib/libvirt", "log": "/var/log/libvirt",
+	"cache": "/var/cache/libvirt",
 }
+
+// kvmDevice is hidden from the daemons (see the package comment).
+const kvmDevice = "/dev/kvm"
+
+// probeTimeout bounds libvirtd's first probe of the QEMU binaries on a loaded 2-core host.
+const probeTimeout = 3 * time.Minute
 
 // qemuConf lets QEMU run as root on files in a test's directory: no security driver or dynamic
 // ownership (there is no AppArmor profile or libvirt-qemu user to hand them to), no cgroups or
@@ -119,6 +130,41 @@ func (l *Libvirtd) start() {
 	l.t.Helper()
 	l.daemon = start(l.t, l.dir, l.netns, "libvirtd", Path, "--config", filepath.Join(l.etc, "libvirtd.conf"), "--pid-file", filepath.Join(l.dir, "libvirtd.pid"))
 	waitListening(l.t, l.daemon, l.Socket)
+	waitProbed(l.t, l.Socket)
+}
+
+// waitProbed waits until libvirtd answers its capabilities, which it knows once it has probed
+// the QEMU binaries, and fails the test if they still offer KVM.
+func waitProbed(t testing.TB, socket string) {
+	t.Helper()
+	lv := connect(t, socket)
+	defer lv.Disconnect()
+	type answer struct {
+		doc []byte
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		doc, err := lv.Capabilities()
+		if err == nil {
+			// What a domain definition asks first; computed once per emulator and machine.
+			_, err = lv.ConnectGetDomainCapabilities(nil, libvirt.OptString{"x86_64"}, nil, libvirt.OptString{"qemu"}, 0)
+		}
+		answered <- answer{doc, err}
+	}()
+	var doc []byte
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			t.Fatalf("libvirtd at %s did not report its capabilities: %v", socket, a.err)
+		}
+		doc = a.doc
+	case <-time.After(probeTimeout):
+		t.Fatalf("libvirtd at %s has not reported its capabilities within %s", socket, probeTimeout)
+	}
+	if strings.Contains(string(doc), "<domain type='kvm'") {
+		t.Fatalf("libvirtd at %s offers KVM with %s hidden: its domains would not run under TCG", socket, kvmDevice)
+	}
 }
 
 // Pause stops libvirtd (SIGSTOP): it still accepts connections (the kernel queues them) but
@@ -161,6 +207,17 @@ func start(t testing.TB, dir, netns, name string, program ...string) daemon {
 	for sub, target := range private {
 		// The target may be missing on a host without libvirt-daemon-system; made once, it stays empty.
 		binds = append(binds, fmt.Sprintf("mkdir -p %[2]s && mount --bind %[1]s %[2]s", shellQuote(filepath.Join(dir, sub)), target))
+	}
+	if _, err := os.Stat(kvmDevice); err == nil {
+		// An empty regular file, read-only: libvirt's own check (write access, which a read-only
+		// mount refuses to root for a regular file but not for a device) then agrees with what
+		// its probe of QEMU found. A writable stand-in such as /dev/null makes libvirt take its
+		// probe for stale and probe QEMU again on every call: seconds per call.
+		noKVM := filepath.Join(dir, "no-kvm")
+		if err := os.WriteFile(noKVM, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		binds = append(binds, fmt.Sprintf("mount --bind %[1]s %[2]s && mount -o remount,bind,ro %[2]s", shellQuote(noKVM), kvmDevice))
 	}
 	args := append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-ec", strings.Join(binds, "\n") + "\nexec \"$@\"", name}, program...)
 	if netns != "" {
@@ -319,4 +376,48 @@ func connect(t testing.TB, socket string) *libvirt.Libvirt {
 		t.Fatalf("connect to libvirtd at %s: %v", socket, err)
 	}
 	return lv
+}
+
+// DomainReport says what a domain of the daemon in dir at socket did, for a test that failed
+// waiting for it: its state, what each NIC sent and received (libvirt counts from the domain's
+// side) and the end of QEMU's log. A VM that sent nothing never got past its firmware.
+func DomainReport(t testing.TB, dir, socket, name string) string {
+	t.Helper()
+	lv := connect(t, socket)
+	defer lv.Disconnect()
+	var b strings.Builder
+	fmt.Fprintf(&b, "domain %s:", name)
+	dom, err := lv.DomainLookupByName(name)
+	if err != nil {
+		fmt.Fprintf(&b, " %v\n", err)
+		return b.String()
+	}
+	if state, reason, err := lv.DomainGetState(dom, 0); err == nil {
+		fmt.Fprintf(&b, " state %d (reason %d; 1 is running)", state, reason)
+	}
+	doc, err := lv.DomainGetXMLDesc(dom, 0)
+	var x libvirtxml.Domain
+	if err == nil {
+		err = x.Unmarshal(doc)
+	}
+	if err == nil && x.Devices != nil {
+		for _, nic := range x.Devices.Interfaces {
+			if nic.Target == nil {
+				continue
+			}
+			_, rxPackets, _, _, _, txPackets, _, _, err := lv.DomainInterfaceStats(dom, nic.Target.Dev)
+			if err != nil {
+				fmt.Fprintf(&b, "; NIC %s: %v", nic.Target.Dev, err)
+				continue
+			}
+			fmt.Fprintf(&b, "; NIC %s sent %d packets, received %d", nic.Target.Dev, txPackets, rxPackets)
+		}
+	}
+	const tail = 4 << 10
+	qemuLog, _ := os.ReadFile(filepath.Join(dir, "log", "qemu", name+".log"))
+	if len(qemuLog) > tail {
+		qemuLog = qemuLog[len(qemuLog)-tail:]
+	}
+	fmt.Fprintf(&b, "\nQEMU log (end):\n%s\n", qemuLog)
+	return b.String()
 }
