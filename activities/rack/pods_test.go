@@ -137,7 +137,7 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: in.VM.UUID}) })
+	t.Cleanup(func() { h.acts.UndoComposeVM(ctx, in) })
 	again, err := h.acts.ComposeVM(ctx, in)
 	if err != nil || again.UUID != first.UUID || again.MAC != first.MAC || !slices.Equal(again.Volumes, first.Volumes) {
 		t.Fatalf("retried compose: %+v, %v; want the first %+v", again, err, first)
@@ -159,14 +159,53 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
 		t.Fatal(err)
 	}
+	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
+		t.Errorf("decompose retried after its domain is gone: %v, want done", err)
+	}
 	if err := h.acts.ForgetVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
 		t.Fatal(err)
 	}
 	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); len(vols) != 0 || len(h.region.machines) != 0 || len(h.region.pod.VMs) != 0 {
 		t.Errorf("after decompose: volumes %v, machines %v, pod VMs %v", vols, h.region.machines, h.region.pod.VMs)
 	}
-	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
-		t.Errorf("decompose of a VM gone: %v, want done", err)
+}
+
+// The rack acts only on the VMs in its pod's VMs: a domain defined on the hypervisor without
+// Ironflow (or a VM of another pod) is neither powered nor decomposed, by UUID or by name,
+// and the undo of a compose leaves a domain of its name with another UUID alone.
+func TestPodActivitiesActOnlyOnThePodsVMs(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	conn, err := pods.Dialer{Timeout: 10 * time.Second}.Dial(h.region.pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	foreign := h.composeInput("5e000000-0000-4000-8000-000000000005").VM
+	if _, err := conn.Compose(foreign); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Decompose(foreign.UUID) })
+
+	for _, key := range []string{foreign.UUID, foreign.Name} {
+		_, err := h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: key, Action: pods.PowerOn})
+		wantAppError(t, "power of a domain not in the pod's VMs", err, ErrTypeNoVM, "no such VM")
+		err = h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: key})
+		wantAppError(t, "decompose of a domain not in the pod's VMs", err, ErrTypeNoVM, "no such VM")
+	}
+	other := ComposeVMInput{Pod: testPod, VM: foreign}
+	other.VM.UUID = "5e000000-0000-4000-8000-000000000006"
+	if err := h.acts.UndoComposeVM(ctx, other); err != nil {
+		t.Errorf("undo of a compose whose name another VM has: %v, want nothing done", err)
+	}
+	if doms := libvirtdtest.Domains(t, h.socket); !slices.Contains(doms, foreign.Name) {
+		t.Errorf("domains %v, want %s still defined", doms, foreign.Name)
+	}
+	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); !slices.Equal(vols, []string{foreign.Name + "-disk0"}) {
+		t.Errorf("pool volumes %v, want the domain's disk kept", vols)
+	}
+	if state, err := conn.PowerState(foreign.UUID); err != nil || state != pods.PowerOff {
+		t.Errorf("power state %q (%v), want off", state, err)
 	}
 }
 
@@ -181,7 +220,7 @@ func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
 	if _, err := h.acts.ComposeVM(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: in.VM.UUID}) })
+	t.Cleanup(func() { h.acts.UndoComposeVM(ctx, in) })
 	if err := os.Remove(filepath.Join(h.poolDir, in.VM.Name+"-disk0")); err != nil {
 		t.Fatal(err)
 	}
