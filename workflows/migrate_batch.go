@@ -13,7 +13,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 )
 
-// The batched path of TransferRack (issue 13): a MigrateMachineBatch child moves up to
+// The batched path of TransferRack and BulkMigrate: a MigrateMachineBatch child moves up to
 // activities.MaxBatchMachines machines in one activity, so a machine costs Temporal a share
 // of a few events instead of a child workflow of about fifty. Machines that need an agent
 // wait, an ESXi repoint or a running job drained come back from the batch untouched and take

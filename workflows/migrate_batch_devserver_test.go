@@ -74,7 +74,8 @@ func TestReplayMigrateMachineBatchHistories(t *testing.T) {
 }
 
 // bulkBatchedHistoryDir holds BulkMigrate histories on the batched path, run as
-// bulkBatchedID: their batches' IDs derive from the run's own ID, which a replay must know.
+// BulkMigrateID(bulkBatchedName): their batches' IDs derive from the run's own ID, which
+// replayDir replays them under.
 var bulkBatchedHistoryDir = filepath.Join("testdata", "bulk_batched")
 
 const bulkBatchedName = "batched"
