@@ -42,7 +42,7 @@ type podRegion struct {
 func (r *podRegion) Pod(_ context.Context, key string) (api.Pod, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if key != r.pod.Uuid {
+	if key != r.pod.Uuid && key != "Name:"+r.pod.Name {
 		return api.Pod{}, fmt.Errorf("pod %s not found", key)
 	}
 	return r.pod, nil
@@ -246,7 +246,7 @@ func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
 }
 
 // What the request or the pod makes impossible is final and creates nothing; a pod of another
-// rack is refused before the hypervisor is reached.
+// rack, or one named otherwise than by its UUID, is refused before the hypervisor is reached.
 func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
@@ -287,6 +287,8 @@ func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
 	_, err := h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
 	wantAppError(t, "a pod of another rack", err, ErrTypeWrongRack, "not by this rack "+testRack)
 	h.region.pod.Rack = testRack
+	_, err = h.acts.RefreshPod(ctx, PodInput{Pod: "Name:kvm-01"})
+	wantAppError(t, "a pod named by its name", err, ErrTypeInvalidInput, "by its UUID "+testPod)
 
 	_, err = h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: "no-such-vm", Action: pods.PowerOn})
 	wantAppError(t, "power of a VM the pod lacks", err, ErrTypeNoVM, "no such VM")
