@@ -245,6 +245,9 @@ func (a *Activities) DecomposeVM(ctx context.Context, in VMInput) error {
 // no other domain has it), with its volumes. A domain of that name with another UUID is
 // another VM, left alone; none at all is no error.
 func (a *Activities) UndoComposeVM(ctx context.Context, in ComposeVMInput) error {
+	if in.VM.Name == "" || in.VM.UUID == "" {
+		return temporal.NewNonRetryableApplicationError("undo of a compose: the VM needs its Name and UUID", ErrTypeInvalidInput, nil)
+	}
 	pod, err := a.rackPod(ctx, in.Pod)
 	if err != nil {
 		return err

@@ -170,6 +170,28 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 	}
 }
 
+// The undo of a compose removes the compose's VM before it is declared (it is not among the
+// pod's VMs yet, where DecomposeVM acts), and finds nothing to do the second time.
+func TestUndoComposeVMRemovesItsUndeclaredVM(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	in := h.composeInput("5e000000-0000-4000-8000-000000000007")
+	if _, err := h.acts.ComposeVM(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.acts.UndoComposeVM(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if doms, vols := libvirtdtest.Domains(t, h.socket), libvirtdtest.Volumes(t, h.socket, h.pool); len(doms) != 0 || len(vols) != 0 {
+		t.Errorf("after the undo: domains %v, volumes %v; want none", doms, vols)
+	}
+	noName := in
+	noName.VM.Name = ""
+	wantAppError(t, "undo without the VM's name", h.acts.UndoComposeVM(ctx, noName), ErrTypeInvalidInput, "needs its Name and UUID")
+}
+
 // The rack acts only on the VMs in its pod's VMs: a domain defined on the hypervisor without
 // Ironflow (or a VM of another pod) is neither powered nor decomposed, by UUID or by name,
 // and the undo of a compose leaves a domain of its name with another UUID alone.
