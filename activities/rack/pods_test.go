@@ -115,6 +115,18 @@ func (h podHost) composeInput(id string) ComposeVMInput {
 	}}
 }
 
+// composed composes a VM as composeInput(id) asks, undone when the test ends, and returns
+// the input.
+func (h podHost) composed(t *testing.T, id string) ComposeVMInput {
+	t.Helper()
+	in := h.composeInput(id)
+	if _, err := h.acts.ComposeVM(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.acts.UndoComposeVM(context.Background(), in) })
+	return in
+}
+
 func vmName() string { return fmt.Sprintf("ironflow-acts-%d", time.Now().UnixNano()) }
 
 // wantAppError checks that err is a non-retryable application error of type errType whose
@@ -175,10 +187,7 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 func TestUndoComposeVMRemovesItsUndeclaredVM(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
-	in := h.composeInput("5e000000-0000-4000-8000-000000000007")
-	if _, err := h.acts.ComposeVM(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	in := h.composed(t, "5e000000-0000-4000-8000-000000000007")
 	for range 2 {
 		if err := h.acts.UndoComposeVM(ctx, in); err != nil {
 			t.Fatal(err)
@@ -238,11 +247,7 @@ func TestPodActivitiesActOnlyOnThePodsVMs(t *testing.T) {
 func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
-	in := h.composeInput("5e000000-0000-4000-8000-000000000003")
-	if _, err := h.acts.ComposeVM(ctx, in); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.acts.UndoComposeVM(ctx, in) })
+	in := h.composed(t, "5e000000-0000-4000-8000-000000000003")
 	if err := os.Remove(filepath.Join(h.poolDir, in.VM.Name+"-disk0")); err != nil {
 		t.Fatal(err)
 	}
