@@ -117,6 +117,9 @@ func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, 
 	if err := in.Check(); err != nil {
 		return BulkMigrateResult{}, temporal.NewNonRetryableApplicationError("invalid bulk migration input: "+err.Error(), ErrTypeInvalidInput, nil)
 	}
+	if err := checkOwnID(ctx, "the bulk migration", bulkMigrateIDFor(workflow.GetInfo(ctx).WorkflowExecution.ID)); err != nil {
+		return BulkMigrateResult{}, err
+	}
 	if c := in.Continuation; c != nil {
 		b.ctl.state.Paused = c.Paused
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -84,6 +85,7 @@ type bulkEnv struct {
 func newBulkEnv(t *testing.T, selected []string, children *fakeChildren) *bulkEnv {
 	var suite testsuite.WorkflowTestSuite
 	b := &bulkEnv{t: t, env: suite.NewTestWorkflowEnvironment(), children: children}
+	b.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.BulkMigrateID("test")})
 	b.env.RegisterWorkflow(workflows.BulkMigrate)
 	b.env.RegisterWorkflow(workflows.MigrateMachineBatch)
 	b.env.RegisterWorkflowWithOptions(children.migrate, workflow.RegisterOptions{Name: "MigrateMachine"})

@@ -55,7 +55,7 @@ func audits(env *testsuite.TestWorkflowEnvironment) *[]activities.MoveControlAud
 }
 
 func apiControl(action string, window int, by string) api.MoveControl {
-	return api.MoveControl{Migration: "default-test-workflow-id", Action: action, Window: window, By: by}
+	return api.MoveControl{Migration: workflows.BulkMigrateID("test"), Action: action, Window: window, By: by}
 }
 
 func tenMinutes(string) time.Duration { return 10 * time.Minute }

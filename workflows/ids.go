@@ -4,6 +4,9 @@
 package workflows
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/ironflow/ironflow/activities"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -25,6 +28,44 @@ func MigrateMachineID(machineUUID string) string { return activities.MigrateMach
 
 // TransferRackID is the workflow ID of the transfer of one rack.
 func TransferRackID(rackUUID string) string { return activities.TransferRackID(rackUUID) }
+
+// MigrateMachineBatchID is the workflow ID of the batch of a transfer or bulk run (the
+// workflow ID parent) whose first machine is first.
+func MigrateMachineBatchID(parent, first string) string { return parent + "/batch/" + first }
+
+// bulkMigrateIDFor is the canonical bulk run ID closest to id: id itself when it names a bulk
+// run (BulkMigrateID of a name; a Schedule's runs append their time to it), else the form
+// to start one under.
+func bulkMigrateIDFor(id string) string {
+	if name, ok := strings.CutPrefix(id, BulkMigrateID("")); ok && name != "" {
+		return id
+	}
+	return BulkMigrateID("<name>")
+}
+
+// ownIDChange is the GetVersion change ID of checkOwnID; runs recorded before it check
+// nothing of their own ID.
+const ownIDChange = "own-workflow-id"
+
+// checkOwnID refuses, before the run changes anything, a run whose workflow ID is not want,
+// the canonical one of its subject ("": the run has none): one ID per subject is what refuses
+// a second move of the same machine or rack, or a second pod operation on the same subject,
+// while one runs, and what `migrations list` and `show` find a move by. MigrateMachine's first
+// activity makes the same check (activities.ErrNonCanonicalWorkID).
+func checkOwnID(ctx workflow.Context, what, want string) error {
+	if workflow.GetVersion(ctx, ownIDChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	if id == want {
+		return nil
+	}
+	hint := "no workflow ID is its own"
+	if want != "" {
+		hint = fmt.Sprintf("it must run as %q", want)
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s runs as workflow %q; %s", what, id, hint), activities.ErrNonCanonicalWorkID, nil)
+}
 
 // MigrateMachineStartOptions are the options to start MigrateMachine for a machine UUID
 // (resolve a Name:x key first): a running migration of the same machine makes the start fail.

@@ -13,7 +13,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 )
 
-// The batched path of TransferRack (issue 13): a MigrateMachineBatch child moves up to
+// The batched path of TransferRack and BulkMigrate: a MigrateMachineBatch child moves up to
 // activities.MaxBatchMachines machines in one activity, so a machine costs Temporal a share
 // of a few events instead of a child workflow of about fifty. Machines that need an agent
 // wait, an ESXi repoint or a running job drained come back from the batch untouched and take
@@ -75,6 +75,9 @@ var batchOptions = workflow.ActivityOptions{
 // phase: its one step is the whole run.
 func MigrateMachineBatch(ctx workflow.Context, in MigrateMachineBatchInput) (activities.BatchResult, error) {
 	var res activities.BatchResult
+	if err := checkOwnID(ctx, "a batch of machines, which only a rack transfer or bulk run starts (as <its ID>/batch/<first machine>),", batchIDFor(ctx, in)); err != nil {
+		return res, err
+	}
 	batch := activities.BatchInput{
 		SourceRegion: in.SourceRegion, TargetRegion: in.TargetRegion, Machines: in.Machines, Grant: in.Grant,
 		Parallelism: in.Parallelism, Migration: workflow.GetInfo(ctx).WorkflowExecution.ID,
@@ -84,12 +87,23 @@ func MigrateMachineBatch(ctx workflow.Context, in MigrateMachineBatchInput) (act
 	return res, err
 }
 
+// batchIDFor is the canonical ID of the batch ctx runs: the one its parent, a transfer or bulk
+// run, names it by (batchChildOptions); "" for a batch that is no workflow's child, or has no
+// machine.
+func batchIDFor(ctx workflow.Context, in MigrateMachineBatchInput) string {
+	p := workflow.GetInfo(ctx).ParentWorkflowExecution
+	if p == nil || len(in.Machines) == 0 {
+		return ""
+	}
+	return MigrateMachineBatchID(p.ID, in.Machines[0])
+}
+
 // batchChildOptions start the batch of machines as a child of the workflow whose ID is
 // parent: one ID per batch (its first machine), cancelled with its parent, its machines and
 // regions in its search attributes from the start.
 func batchChildOptions(parent string, in MigrateMachineBatchInput) workflow.ChildWorkflowOptions {
 	return workflow.ChildWorkflowOptions{
-		WorkflowID:            parent + "/batch/" + in.Machines[0],
+		WorkflowID:            MigrateMachineBatchID(parent, in.Machines[0]),
 		TaskQueue:             TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,

@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/internal/testutil"
@@ -42,11 +39,11 @@ func TestTransferRackBatchedOnDevServer(t *testing.T) {
 	if res.Machines != len(machines) || len(acts.batches) != 2 || !slices.Equal(children.started, []string{workflows.MigrateMachineID(machines[55])}) {
 		t.Errorf("result %+v after %d batches and per-machine children %v", res, len(acts.batches), children.started)
 	}
-	firstBatch := workflows.TransferRackID(transferRack) + "/batch/" + machines[0]
+	firstBatch := workflows.MigrateMachineBatchID(workflows.TransferRackID(transferRack), machines[0])
 	for _, m := range []string{machines[0], machines[49], machines[50], machines[59]} {
 		want := firstBatch
 		if m >= machines[50] {
-			want = workflows.TransferRackID(transferRack) + "/batch/" + machines[50]
+			want = workflows.MigrateMachineBatchID(workflows.TransferRackID(transferRack), machines[50])
 		}
 		query := workflows.MachineUuidsKey.GetName() + " = '" + m + "'"
 		testutil.EventuallyOK(t, 20*time.Second, func() string {
@@ -61,37 +58,24 @@ func TestTransferRackBatchedOnDevServer(t *testing.T) {
 		})
 	}
 	if *record {
-		writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_batched_history.json"))
+		// Histories recorded before the own-ID check keep their names: they must still replay.
+		writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "own_id_transfer_rack_batched_history.json"))
 		if err := os.MkdirAll(batchHistoryDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeHistory(ctx, t, c, c.GetWorkflow(ctx, firstBatch, ""), filepath.Join(batchHistoryDir, "migrate_machine_batch_history.json"))
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, firstBatch, ""), filepath.Join(batchHistoryDir, "own_id_migrate_machine_batch_history.json"))
 	}
 }
 
 // TestReplayMigrateMachineBatchHistories replays the recorded batch histories against the
 // current code.
 func TestReplayMigrateMachineBatchHistories(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join(batchHistoryDir, "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) == 0 {
-		t.Fatalf("want the recorded histories in %s (go test ./workflows -run TransferRackBatchedOnDevServer -record)", batchHistoryDir)
-	}
-	for _, path := range paths {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflows.MigrateMachineBatch)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	replayDir(t, batchHistoryDir, 1, "go test ./workflows -run TransferRackBatchedOnDevServer -record", workflows.MigrateMachineBatch)
 }
 
 // bulkBatchedHistoryDir holds BulkMigrate histories on the batched path, run as
-// bulkBatchedID: their batches' IDs derive from the run's own ID, which a replay must know.
+// BulkMigrateID(bulkBatchedName): their batches' IDs derive from the run's own ID, which
+// replayDir replays them under.
 var bulkBatchedHistoryDir = filepath.Join("testdata", "bulk_batched")
 
 const bulkBatchedName = "batched"
@@ -124,7 +108,7 @@ func TestBulkMigrateBatchedOnDevServer(t *testing.T) {
 			t.Errorf("machine %s on west: %+v (found %v), want it live", id, m, ok)
 		}
 	}
-	batch := workflows.BulkMigrateID(bulkBatchedName) + "/batch/" + uuids[0]
+	batch := workflows.MigrateMachineBatchID(workflows.BulkMigrateID(bulkBatchedName), uuids[0])
 	if _, err := c.DescribeWorkflowExecution(ctx, batch, ""); err != nil {
 		t.Errorf("batch %s: %v", batch, err)
 	}
@@ -132,34 +116,14 @@ func TestBulkMigrateBatchedOnDevServer(t *testing.T) {
 		if err := os.MkdirAll(bulkBatchedHistoryDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeHistory(ctx, t, c, run, filepath.Join(bulkBatchedHistoryDir, "bulk_migrate_batched_history.json"))
+		writeHistory(ctx, t, c, run, filepath.Join(bulkBatchedHistoryDir, "own_id_bulk_migrate_batched_history.json"))
 	}
 }
 
 // TestReplayBulkMigrateBatchedHistories replays the recorded batched bulk runs as the
 // workflow ID they ran under.
 func TestReplayBulkMigrateBatchedHistories(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join(bulkBatchedHistoryDir, "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) == 0 {
-		t.Fatalf("want the recorded histories in %s (go test ./workflows -run BulkMigrateBatchedOnDevServer -record)", bulkBatchedHistoryDir)
-	}
-	for _, path := range paths {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			h, err := client.HistoryFromJSON(mustOpen(t, path), client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflows.BulkMigrate)
-			opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: workflows.BulkMigrateID(bulkBatchedName), RunID: "replay"}}
-			if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	replayDir(t, bulkBatchedHistoryDir, 1, "go test ./workflows -run BulkMigrateBatchedOnDevServer -record", workflows.BulkMigrate)
 }
 
 func mustOpen(t *testing.T, path string) *os.File {

@@ -73,11 +73,21 @@ var (
 	}
 )
 
-// startPodWork checks the grant on the rack's region, records who asked, and returns ctx
-// bound to the rack's task queue.
-func startPodWork(ctx workflow.Context, t PodTarget) (workflow.Context, error) {
+// composeOwnUUIDChange is the GetVersion change ID of PodCompose giving every VM its UUID
+// itself (a caller's VM.UUID is refused) and undoing a compose by the VM's name and UUID: a
+// UUID the caller chose could name a domain Ironflow did not compose, which the compose would
+// then take for its own, declare, and undo. Runs recorded before it take the input's UUID.
+const composeOwnUUIDChange = "compose-own-uuid"
+
+// startPodWork checks that the run is the one workflow of its subject (ID, one of the
+// Pod…ID), the grant on the rack's region, records who asked, and returns ctx bound to the
+// rack's task queue.
+func startPodWork(ctx workflow.Context, t PodTarget, what, id string) (workflow.Context, error) {
 	if t.Pod == "" || t.Rack == "" {
 		return ctx, temporal.NewNonRetryableApplicationError("a pod workflow needs the Pod and its Rack", rackacts.ErrTypeInvalidInput, nil)
+	}
+	if err := checkOwnID(ctx, what, id); err != nil {
+		return ctx, err
 	}
 	rackCtx := workflow.WithTaskQueue(ctx, rackacts.TaskQueue(t.Rack))
 	var who rackacts.PodGrantResult
@@ -98,7 +108,12 @@ func PodCompose(ctx workflow.Context, in PodComposeInput) (PodComposeResult, err
 	if in.VM.Name == "" {
 		return PodComposeResult{}, temporal.NewNonRetryableApplicationError("compose: the VM needs a Name", rackacts.ErrTypeInvalidInput, nil)
 	}
-	rackCtx, err := startPodWork(ctx, in.PodTarget)
+	ownUUID := workflow.GetVersion(ctx, composeOwnUUIDChange, workflow.DefaultVersion, 1) >= 1
+	if ownUUID && in.VM.UUID != "" {
+		return PodComposeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("compose of %s: leave VM.UUID empty; the workflow gives the VM its UUID (%q was given)", in.VM.Name, in.VM.UUID), rackacts.ErrTypeInvalidInput, nil)
+	}
+	rackCtx, err := startPodWork(ctx, in.PodTarget, "the compose of VM "+in.VM.Name+" on pod "+in.Pod, PodComposeID(in.Pod, in.VM.Name))
 	if err != nil {
 		return PodComposeResult{}, err
 	}
@@ -114,22 +129,29 @@ func PodCompose(ctx workflow.Context, in PodComposeInput) (PodComposeResult, err
 		err = call(rackCtx, podCallOptions, rackActs.DeclareVM, rackacts.DeclareVMInput{Pod: in.Pod, Composed: composed}, &declared)
 	}
 	if err != nil {
-		return PodComposeResult{}, undoCompose(rackCtx, in, err)
+		return PodComposeResult{}, undoCompose(rackCtx, in, ownUUID, err)
 	}
 	return PodComposeResult{Machine: declared.Machine, Name: declared.Name, MAC: composed.MAC}, nil
 }
 
-// undoCompose removes what the compose may have made: the VM by its UUID (a VM of the same
-// name that is not this one is left alone; none at all is no error) and its machine, if it was
-// declared. It runs even when the run was cancelled.
-func undoCompose(ctx workflow.Context, in PodComposeInput, cause error) error {
+// undoCompose removes what the compose may have made: the VM by its name and UUID (a VM of the
+// same name that is not this one is left alone; none at all is no error) and its machine, if
+// it was declared. It runs even when the run was cancelled. Runs recorded before the workflow
+// chose every VM's UUID itself (ownUUID false) decompose the VM by its UUID alone.
+func undoCompose(ctx workflow.Context, in PodComposeInput, ownUUID bool, cause error) error {
 	if isRefusal(cause, rackacts.ErrTypeNameClash) {
 		return cause // nothing of this compose exists
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	vm := rackacts.VMInput{Pod: in.Pod, VM: in.VM.UUID}
-	undo := call(dctx, podUndoOptions, rackActs.DecomposeVM, vm, nil)
+	var undo error
+	if ownUUID {
+		// The VM may not be among the pod's VMs yet, where DecomposeVM acts only.
+		undo = call(dctx, podUndoOptions, rackActs.UndoComposeVM, rackacts.ComposeVMInput{Pod: in.Pod, VM: in.VM}, nil)
+	} else {
+		undo = call(dctx, podUndoOptions, rackActs.DecomposeVM, vm, nil)
+	}
 	if undo == nil {
 		undo = call(dctx, podUndoOptions, rackActs.ForgetVM, vm, nil)
 	}
@@ -150,7 +172,7 @@ func isRefusal(err error, errType string) bool {
 // the region (and from the pod's VMs). Both steps are idempotent, so running it again after a
 // failure finishes the job.
 func PodDecompose(ctx workflow.Context, in PodVMInput) error {
-	rackCtx, err := startPodWork(ctx, in.PodTarget)
+	rackCtx, err := startPodWork(ctx, in.PodTarget, "the decompose of machine "+in.Machine, PodDecomposeID(in.Machine))
 	if err != nil {
 		return err
 	}
@@ -164,7 +186,7 @@ func PodDecompose(ctx workflow.Context, in PodVMInput) error {
 // PodRefresh reads the pod's facts from its hypervisor and stores them on the region in one
 // write; an unreachable hypervisor leaves the stored facts as they were.
 func PodRefresh(ctx workflow.Context, in PodTarget) (rackacts.PodRefreshResult, error) {
-	rackCtx, err := startPodWork(ctx, in)
+	rackCtx, err := startPodWork(ctx, in, "the refresh of pod "+in.Pod, PodRefreshID(in.Pod))
 	if err != nil {
 		return rackacts.PodRefreshResult{}, err
 	}
@@ -177,7 +199,7 @@ func PodPower(ctx workflow.Context, in PodPowerInput) (rackacts.PowerVMResult, e
 	if _, err := pods.ParsePowerAction(string(in.Action)); err != nil {
 		return rackacts.PowerVMResult{}, temporal.NewNonRetryableApplicationError(err.Error(), rackacts.ErrTypeInvalidInput, nil)
 	}
-	rackCtx, err := startPodWork(ctx, in.PodTarget)
+	rackCtx, err := startPodWork(ctx, in.PodTarget, "the power action on machine "+in.Machine, PodPowerID(in.Machine))
 	if err != nil {
 		return rackacts.PowerVMResult{}, err
 	}

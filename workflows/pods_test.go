@@ -3,14 +3,17 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/ironflow/ironflow/activities"
 	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/workflows"
@@ -88,6 +91,18 @@ func (p *podActs) DecomposeVM(_ context.Context, in rackacts.VMInput) error {
 	return nil
 }
 
+func (p *podActs) UndoComposeVM(_ context.Context, in rackacts.ComposeVMInput) error {
+	if err := p.enter("UndoComposeVM"); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.vms[in.VM.UUID] == in.VM.Name {
+		delete(p.vms, in.VM.UUID)
+	}
+	return nil
+}
+
 func (p *podActs) ForgetVM(_ context.Context, in rackacts.VMInput) error {
 	if err := p.enter("ForgetVM"); err != nil {
 		return err
@@ -110,14 +125,19 @@ func podTarget() workflows.PodTarget {
 	return workflows.PodTarget{Pod: podUUID, Rack: podRackUUID, Grant: "grant"}
 }
 
+// composeID is the workflow ID of the compose of composeInput.
+var composeID = workflows.PodComposeID(podUUID, "vm-1")
+
 func composeInput() workflows.PodComposeInput {
 	return workflows.PodComposeInput{PodTarget: podTarget(), VM: pods.VM{Name: "vm-1", Cores: 1, MemoryBytes: 1 << 30,
 		Disks: []pods.Disk{{Pool: "default", SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"}}}
 }
 
-func podEnv(acts *podActs) *testsuite.TestWorkflowEnvironment {
+// podEnv is a test environment with the pod workflows and acts, whose run is the workflow id.
+func podEnv(acts *podActs, id string) *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
 	for _, wf := range []any{workflows.PodCompose, workflows.PodDecompose, workflows.PodRefresh, workflows.PodPower} {
 		env.RegisterWorkflow(wf)
 	}
@@ -127,7 +147,7 @@ func podEnv(acts *podActs) *testsuite.TestWorkflowEnvironment {
 
 func TestPodComposeDeclaresTheVMItComposed(t *testing.T) {
 	acts := newPodActs()
-	env := podEnv(acts)
+	env := podEnv(acts, composeID)
 	env.ExecuteWorkflow(workflows.PodCompose, composeInput())
 	var res workflows.PodComposeResult
 	if err := env.GetWorkflowError(); err != nil {
@@ -142,18 +162,18 @@ func TestPodComposeDeclaresTheVMItComposed(t *testing.T) {
 	}
 }
 
-// A compose whose declaration the region refuses is undone: the VM is decomposed (by its
-// UUID) and its machine forgotten, so neither the pod nor the region keeps anything.
+// A compose whose declaration the region refuses is undone: the VM is removed (by its name
+// and UUID) and its machine forgotten, so neither the pod nor the region keeps anything.
 func TestPodComposeUndoesWhenTheDeclarationFails(t *testing.T) {
 	acts := newPodActs()
 	acts.fail["DeclareVM"] = temporal.NewNonRetryableApplicationError("machine Name vm-1 already exists", rackacts.ErrTypeRegionRefused, nil)
-	env := podEnv(acts)
+	env := podEnv(acts, composeID)
 	env.ExecuteWorkflow(workflows.PodCompose, composeInput())
 	err := env.GetWorkflowError()
 	if err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("workflow error %v, want the region's refusal", err)
 	}
-	equal(t, "activities", acts.journal(), []string{"VerifyPodGrant", "ComposeVM", "DeclareVM", "DecomposeVM", "ForgetVM"})
+	equal(t, "activities", acts.journal(), []string{"VerifyPodGrant", "ComposeVM", "DeclareVM", "UndoComposeVM", "ForgetVM"})
 	if len(acts.vms) != 0 || len(acts.machines) != 0 {
 		t.Errorf("left behind: VMs %v, machines %v", acts.vms, acts.machines)
 	}
@@ -164,7 +184,7 @@ func TestPodComposeUndoesWhenTheDeclarationFails(t *testing.T) {
 func TestPodComposeCancelledIsUndone(t *testing.T) {
 	acts := newPodActs()
 	acts.block = make(chan struct{})
-	env := podEnv(acts)
+	env := podEnv(acts, composeID)
 	env.SetTestTimeout(30 * time.Second)
 	env.RegisterDelayedCallback(func() {
 		<-acts.block
@@ -175,7 +195,7 @@ func TestPodComposeCancelledIsUndone(t *testing.T) {
 	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
 		t.Fatalf("workflow error %v, want cancelled", err)
 	}
-	equal(t, "activities", acts.journal(), []string{"VerifyPodGrant", "ComposeVM", "DeclareVM", "DecomposeVM", "ForgetVM"})
+	equal(t, "activities", acts.journal(), []string{"VerifyPodGrant", "ComposeVM", "DeclareVM", "UndoComposeVM", "ForgetVM"})
 	if len(acts.vms) != 0 {
 		t.Errorf("VMs left after a cancelled compose: %v", acts.vms)
 	}
@@ -186,7 +206,7 @@ func TestPodComposeNameClashUndoesNothing(t *testing.T) {
 	acts := newPodActs()
 	acts.vms["5e000000-0000-4000-8000-00000000000f"] = "vm-1"
 	acts.fail["ComposeVM"] = temporal.NewNonRetryableApplicationError("pod kvm-01 already has a VM named vm-1", rackacts.ErrTypeNameClash, nil)
-	env := podEnv(acts)
+	env := podEnv(acts, composeID)
 	env.ExecuteWorkflow(workflows.PodCompose, composeInput())
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "already has a VM named vm-1") {
 		t.Fatalf("workflow error %v", err)
@@ -197,26 +217,67 @@ func TestPodComposeNameClashUndoesNothing(t *testing.T) {
 	}
 }
 
+// podRuns are one run of each pod workflow, under its canonical ID.
+func podRuns() map[string]struct {
+	wf any
+	in any
+	id string
+} {
+	machine := "5e000000-0000-4000-8000-000000000001"
+	vm := workflows.PodVMInput{PodTarget: podTarget(), Machine: machine}
+	return map[string]struct {
+		wf any
+		in any
+		id string
+	}{
+		"compose":   {workflows.PodCompose, composeInput(), composeID},
+		"decompose": {workflows.PodDecompose, vm, workflows.PodDecomposeID(machine)},
+		"refresh":   {workflows.PodRefresh, podTarget(), workflows.PodRefreshID(podUUID)},
+		"power":     {workflows.PodPower, workflows.PodPowerInput{PodVMInput: vm, Action: pods.PowerOn}, workflows.PodPowerID(machine)},
+	}
+}
+
 // A grant the region refuses (a readonly caller's, or none) stops every pod workflow before it
 // touches the pod.
 func TestPodWorkflowsStopAtARefusedGrant(t *testing.T) {
-	vm := workflows.PodVMInput{PodTarget: podTarget(), Machine: "5e000000-0000-4000-8000-000000000001"}
-	for name, run := range map[string]struct {
-		wf any
-		in any
-	}{
-		"compose":   {workflows.PodCompose, composeInput()},
-		"decompose": {workflows.PodDecompose, vm},
-		"refresh":   {workflows.PodRefresh, podTarget()},
-		"power":     {workflows.PodPower, workflows.PodPowerInput{PodVMInput: vm, Action: pods.PowerOn}},
-	} {
+	for name, run := range podRuns() {
 		acts := newPodActs()
 		acts.fail["VerifyPodGrant"] = temporal.NewNonRetryableApplicationError("the region refused the grant", rackacts.ErrTypeGrantRefused, nil)
-		env := podEnv(acts)
+		env := podEnv(acts, run.id)
 		env.ExecuteWorkflow(run.wf, run.in)
 		if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "refused the grant") {
 			t.Errorf("%s: %v", name, err)
 		}
 		equal(t, name, acts.journal(), []string{"VerifyPodGrant"})
 	}
+}
+
+// A pod workflow runs only under its subject's one ID (workflows/ids.go): under another, a
+// second one on the same pod or machine would run beside it. It is refused before any step.
+func TestPodWorkflowsRefuseAnotherWorkflowID(t *testing.T) {
+	for name, run := range podRuns() {
+		acts := newPodActs()
+		env := podEnv(acts, "innocent-looking-id")
+		env.ExecuteWorkflow(run.wf, run.in)
+		err := env.GetWorkflowError()
+		if errorType(err) != activities.ErrNonCanonicalWorkID || !strings.Contains(err.Error(), strconv.Quote(run.id)) {
+			t.Errorf("%s: %v, want it refused naming %s", name, err, run.id)
+		}
+		equal(t, name, acts.journal(), nil)
+	}
+}
+
+// The workflow gives the VM its UUID: one the caller chose could be a domain's that Ironflow
+// never composed, which the compose would take for its own, declare into the pod's VMs and
+// undo. It is refused before any step.
+func TestPodComposeRefusesACallersVMUUID(t *testing.T) {
+	acts := newPodActs()
+	in := composeInput()
+	in.VM.UUID = "5e000000-0000-4000-8000-0000000000aa"
+	env := podEnv(acts, composeID)
+	env.ExecuteWorkflow(workflows.PodCompose, in)
+	if err := env.GetWorkflowError(); errorType(err) != rackacts.ErrTypeInvalidInput || !strings.Contains(err.Error(), "leave VM.UUID empty") {
+		t.Fatalf("workflow error %v, want the caller's UUID refused", err)
+	}
+	equal(t, "activities", acts.journal(), nil)
 }

@@ -4,27 +4,45 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// TestReplayRecordedHistories replays histories recorded on a real server (go test
-// ./workflows -run OnDevServer -record) against the current workflow code: a change that
-// would break runs in flight fails here and needs workflow.GetVersion.
+// TestReplayRecordedHistories replays the MigrateMachine histories recorded on a real server
+// against the current workflow code: a change that would break runs in flight fails here and
+// needs workflow.GetVersion.
 func TestReplayRecordedHistories(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	replayDir(t, "testdata", 2, "go test ./workflows -run OnDevServer -record", workflows.MigrateMachine)
+}
+
+// replayDir replays every history recorded in dir (at least atLeast; record tells how to
+// record them) against the current code of wfs, each under the workflow ID it ran as: the
+// workflows check their own ID, which the replayer would otherwise make "ReplayId".
+func replayDir(t *testing.T, dir string, atLeast int, record string, wfs ...any) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) < 2 {
-		t.Fatalf("want the recorded histories in testdata/, found %v", paths)
+	if len(paths) < atLeast {
+		t.Fatalf("want at least %d recorded histories in %s (%s), found %v", atLeast, dir, record, paths)
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
+			h, err := client.HistoryFromJSON(mustOpen(t, path), client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflows.MigrateMachine)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
+			for _, wf := range wfs {
+				r.RegisterWorkflow(wf)
+			}
+			id := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
+			opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}
+			if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
 				t.Fatal(err)
 			}
 		})

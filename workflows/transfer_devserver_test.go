@@ -43,23 +43,7 @@ func TestTransferRackOnDevServer(t *testing.T) {
 // TestReplayTransferRackHistories replays the recorded TransferRack histories against the
 // current code: a change that would break transfers in flight fails here.
 func TestReplayTransferRackHistories(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join(transferHistoryDir, "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) == 0 {
-		t.Fatalf("want the recorded histories in %s (go test ./workflows -run TransferRackOnDevServer -record)", transferHistoryDir)
-	}
-	for _, path := range paths {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflows.TransferRack)
-			r.RegisterWorkflow(workflows.RecoverRackTransfer)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	replayDir(t, transferHistoryDir, 1, "go test ./workflows -run TransferRackOnDevServer -record", workflows.TransferRack, workflows.RecoverRackTransfer)
 }
 
 // startTransferWorkers runs, until the test ends, the main worker and the rack's worker of a

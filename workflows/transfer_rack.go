@@ -153,6 +153,10 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	if err := in.check(); err != nil {
 		return t.fail(ctx, PhaseValidating, err)
 	}
+	if err := checkOwnID(ctx, "the transfer of rack "+in.Rack, TransferRackID(in.Rack)); err != nil {
+		// A later run's too: its first activity is not FindRackLeftovers, which checks the first run's.
+		return t.fail(ctx, PhaseValidating, err)
+	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, RackUuidKey.ValueSet(in.Rack), SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
 		return TransferRackResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
@@ -217,6 +218,7 @@ func newTransferEnv(t *testing.T, machines []string, children *fakeChildren) *tr
 func newTransferEnvOver(t *testing.T, acts *transferActs, children *fakeChildren) *transferEnv {
 	var suite testsuite.WorkflowTestSuite
 	e := &transferEnv{t: t, env: suite.NewTestWorkflowEnvironment(), children: children, acts: acts}
+	e.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack)})
 	registerTransfer(e.env, e.env, e.acts, children)
 	e.env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {
 		if phase, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.MigrationPhaseKey); ok {

@@ -225,15 +225,44 @@ type VMInput struct {
 	VM  string `json:"VM"`
 }
 
-// DecomposeVM removes the VM from its pod: stopped, its volumes deleted, its domain undefined.
-// A VM already gone is not an error, so a retry or an undo after a half-way compose finishes.
+// DecomposeVM removes a VM of the pod's VMs from its pod: stopped, its volumes deleted, its
+// domain undefined. A VM whose domain is already gone is not an error, so a retry finishes.
 func (a *Activities) DecomposeVM(ctx context.Context, in VMInput) error {
-	pod, err := a.rackPod(ctx, in.Pod)
+	pod, err := a.podVM(ctx, in.Pod, in.VM)
 	if err != nil {
 		return err
 	}
 	return a.withConn(ctx, pod, func(c *pods.Conn) error {
 		if err := c.Decompose(in.VM); err != nil && !errors.Is(err, pods.ErrNoVM) {
+			return err
+		}
+		return nil
+	})
+}
+
+// UndoComposeVM removes what a compose of in.VM made, declared or not yet: the domain named
+// in.VM.Name, only when its UUID is in.VM.UUID (which the compose's workflow chose itself, so
+// no other domain has it), with its volumes. A domain of that name with another UUID is
+// another VM, left alone; none at all is no error.
+func (a *Activities) UndoComposeVM(ctx context.Context, in ComposeVMInput) error {
+	if in.VM.Name == "" || in.VM.UUID == "" {
+		return temporal.NewNonRetryableApplicationError("undo of a compose: the VM needs its Name and UUID", ErrTypeInvalidInput, nil)
+	}
+	pod, err := a.rackPod(ctx, in.Pod)
+	if err != nil {
+		return err
+	}
+	return a.withConn(ctx, pod, func(c *pods.Conn) error {
+		found, err := c.Existing(in.VM.Name)
+		switch {
+		case errors.Is(err, pods.ErrNoVM):
+			return nil
+		case err != nil && !errors.Is(err, pods.ErrIncompleteVM):
+			return err
+		case found.UUID != in.VM.UUID:
+			return nil
+		}
+		if err := c.Decompose(found.UUID); err != nil && !errors.Is(err, pods.ErrNoVM) {
 			return err
 		}
 		return nil
@@ -266,12 +295,12 @@ type PowerVMResult struct {
 }
 
 // PowerVM applies the action (idempotent: on for a running VM changes nothing) and reports the
-// VM's power state. A VM the pod does not have is refused.
+// VM's power state. A VM not in the pod's VMs is refused.
 func (a *Activities) PowerVM(ctx context.Context, in PowerVMInput) (PowerVMResult, error) {
 	if _, err := pods.ParsePowerAction(string(in.Action)); err != nil {
 		return PowerVMResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidInput, nil)
 	}
-	pod, err := a.rackPod(ctx, in.Pod)
+	pod, err := a.podVM(ctx, in.Pod, in.VM)
 	if err != nil {
 		return PowerVMResult{}, err
 	}
@@ -296,9 +325,29 @@ func (a *Activities) rackPod(ctx context.Context, key string) (api.Pod, error) {
 	if err != nil {
 		return api.Pod{}, regionError(err, "pod %s", key)
 	}
+	if pod.Uuid != key {
+		// One name per pod, so that a workflow ID per pod (workflows/ids.go) is one per pod.
+		return api.Pod{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("name pod %s by its UUID %s, not %q", pod.Name, pod.Uuid, key), ErrTypeInvalidInput, nil)
+	}
 	if self := a.rack.State().Uuid; pod.Rack != self {
 		return api.Pod{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("pod %s is hosted by rack %q, not by this rack %s", pod.Name, pod.Rack, self), ErrTypeWrongRack, nil)
+	}
+	return pod, nil
+}
+
+// podVM is rackPod for work on the VM vm (its UUID) of the pod: the rack acts only on the VMs
+// in the pod's VMs, the ones Ironflow composed and declared there, never on another domain of
+// the hypervisor nor on a VM of another pod, whatever the workflow's input names.
+func (a *Activities) podVM(ctx context.Context, key, vm string) (api.Pod, error) {
+	pod, err := a.rackPod(ctx, key)
+	if err != nil {
+		return api.Pod{}, err
+	}
+	if !slices.Contains(pod.VMs, vm) {
+		return api.Pod{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("pod %s has no such VM %q among its VMs: the rack acts only on the VMs composed on it", pod.Name, vm), ErrTypeNoVM, nil)
 	}
 	return pod, nil
 }

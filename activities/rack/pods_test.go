@@ -42,7 +42,7 @@ type podRegion struct {
 func (r *podRegion) Pod(_ context.Context, key string) (api.Pod, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if key != r.pod.Uuid {
+	if key != r.pod.Uuid && key != "Name:"+r.pod.Name {
 		return api.Pod{}, fmt.Errorf("pod %s not found", key)
 	}
 	return r.pod, nil
@@ -115,6 +115,18 @@ func (h podHost) composeInput(id string) ComposeVMInput {
 	}}
 }
 
+// composed composes a VM as composeInput(id) asks, undone when the test ends, and returns
+// the input.
+func (h podHost) composed(t *testing.T, id string) ComposeVMInput {
+	t.Helper()
+	in := h.composeInput(id)
+	if _, err := h.acts.ComposeVM(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.acts.UndoComposeVM(context.Background(), in) })
+	return in
+}
+
 func vmName() string { return fmt.Sprintf("ironflow-acts-%d", time.Now().UnixNano()) }
 
 // wantAppError checks that err is a non-retryable application error of type errType whose
@@ -137,7 +149,7 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: in.VM.UUID}) })
+	t.Cleanup(func() { h.acts.UndoComposeVM(ctx, in) })
 	again, err := h.acts.ComposeVM(ctx, in)
 	if err != nil || again.UUID != first.UUID || again.MAC != first.MAC || !slices.Equal(again.Volumes, first.Volumes) {
 		t.Fatalf("retried compose: %+v, %v; want the first %+v", again, err, first)
@@ -159,14 +171,72 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
 		t.Fatal(err)
 	}
+	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
+		t.Errorf("decompose retried after its domain is gone: %v, want done", err)
+	}
 	if err := h.acts.ForgetVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
 		t.Fatal(err)
 	}
 	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); len(vols) != 0 || len(h.region.machines) != 0 || len(h.region.pod.VMs) != 0 {
 		t.Errorf("after decompose: volumes %v, machines %v, pod VMs %v", vols, h.region.machines, h.region.pod.VMs)
 	}
-	if err := h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: first.UUID}); err != nil {
-		t.Errorf("decompose of a VM gone: %v, want done", err)
+}
+
+// The undo of a compose removes the compose's VM before it is declared (it is not among the
+// pod's VMs yet, where DecomposeVM acts), and finds nothing to do the second time.
+func TestUndoComposeVMRemovesItsUndeclaredVM(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	in := h.composed(t, "5e000000-0000-4000-8000-000000000007")
+	for range 2 {
+		if err := h.acts.UndoComposeVM(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if doms, vols := libvirtdtest.Domains(t, h.socket), libvirtdtest.Volumes(t, h.socket, h.pool); len(doms) != 0 || len(vols) != 0 {
+		t.Errorf("after the undo: domains %v, volumes %v; want none", doms, vols)
+	}
+	noName := in
+	noName.VM.Name = ""
+	wantAppError(t, "undo without the VM's name", h.acts.UndoComposeVM(ctx, noName), ErrTypeInvalidInput, "needs its Name and UUID")
+}
+
+// The rack acts only on the VMs in its pod's VMs: a domain defined on the hypervisor without
+// Ironflow (or a VM of another pod) is neither powered nor decomposed, by UUID or by name,
+// and the undo of a compose leaves a domain of its name with another UUID alone.
+func TestPodActivitiesActOnlyOnThePodsVMs(t *testing.T) {
+	h := startPodHost(t)
+	ctx := context.Background()
+	conn, err := pods.Dialer{Timeout: 10 * time.Second}.Dial(h.region.pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	foreign := h.composeInput("5e000000-0000-4000-8000-000000000005").VM
+	if _, err := conn.Compose(foreign); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Decompose(foreign.UUID) })
+
+	for _, key := range []string{foreign.UUID, foreign.Name} {
+		_, err := h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: key, Action: pods.PowerOn})
+		wantAppError(t, "power of a domain not in the pod's VMs", err, ErrTypeNoVM, "no such VM")
+		err = h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: key})
+		wantAppError(t, "decompose of a domain not in the pod's VMs", err, ErrTypeNoVM, "no such VM")
+	}
+	other := ComposeVMInput{Pod: testPod, VM: foreign}
+	other.VM.UUID = "5e000000-0000-4000-8000-000000000006"
+	if err := h.acts.UndoComposeVM(ctx, other); err != nil {
+		t.Errorf("undo of a compose whose name another VM has: %v, want nothing done", err)
+	}
+	if doms := libvirtdtest.Domains(t, h.socket); !slices.Contains(doms, foreign.Name) {
+		t.Errorf("domains %v, want %s still defined", doms, foreign.Name)
+	}
+	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); !slices.Equal(vols, []string{foreign.Name + "-disk0"}) {
+		t.Errorf("pool volumes %v, want the domain's disk kept", vols)
+	}
+	if state, err := conn.PowerState(foreign.UUID); err != nil || state != pods.PowerOff {
+		t.Errorf("power state %q (%v), want off", state, err)
 	}
 }
 
@@ -177,11 +247,7 @@ func TestComposeVMIsIdempotentAndRefusesANameClash(t *testing.T) {
 func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
-	in := h.composeInput("5e000000-0000-4000-8000-000000000003")
-	if _, err := h.acts.ComposeVM(ctx, in); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: in.VM.UUID}) })
+	in := h.composed(t, "5e000000-0000-4000-8000-000000000003")
 	if err := os.Remove(filepath.Join(h.poolDir, in.VM.Name+"-disk0")); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +273,7 @@ func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
 }
 
 // What the request or the pod makes impossible is final and creates nothing; a pod of another
-// rack is refused before the hypervisor is reached.
+// rack, or one named otherwise than by its UUID, is refused before the hypervisor is reached.
 func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
@@ -248,6 +314,8 @@ func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
 	_, err := h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
 	wantAppError(t, "a pod of another rack", err, ErrTypeWrongRack, "not by this rack "+testRack)
 	h.region.pod.Rack = testRack
+	_, err = h.acts.RefreshPod(ctx, PodInput{Pod: "Name:kvm-01"})
+	wantAppError(t, "a pod named by its name", err, ErrTypeInvalidInput, "by its UUID "+testPod)
 
 	_, err = h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: "no-such-vm", Action: pods.PowerOn})
 	wantAppError(t, "power of a VM the pod lacks", err, ErrTypeNoVM, "no such VM")
