@@ -89,30 +89,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Region == nil {
 		return nil, errors.New("rack DNS: no region to ask")
 	}
-	if cfg.CacheSize <= 0 {
-		cfg.CacheSize = DefaultCacheSize
-	}
-	if cfg.MaxStale <= 0 {
-		cfg.MaxStale = DefaultMaxStale
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.RatePerClient <= 0 {
-		cfg.RatePerClient = DefaultRatePerClient
-	}
-	if cfg.BurstPerClient <= 0 {
-		cfg.BurstPerClient = DefaultBurstPerClient
-	}
-	if cfg.MaxClients <= 0 {
-		cfg.MaxClients = DefaultMaxClients
-	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = DefaultMaxInFlight
-	}
-	if cfg.MaxTCPConns <= 0 {
-		cfg.MaxTCPConns = DefaultMaxTCPConns
-	}
+	positiveOr(&cfg.CacheSize, DefaultCacheSize)
+	positiveOr(&cfg.MaxStale, DefaultMaxStale)
+	positiveOr(&cfg.Timeout, DefaultTimeout)
+	positiveOr(&cfg.RatePerClient, DefaultRatePerClient)
+	positiveOr(&cfg.BurstPerClient, DefaultBurstPerClient)
+	positiveOr(&cfg.MaxClients, DefaultMaxClients)
+	positiveOr(&cfg.MaxInFlight, DefaultMaxInFlight)
+	positiveOr(&cfg.MaxTCPConns, DefaultMaxTCPConns)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -125,6 +109,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.settings.Store(&Settings{})
 	return s, nil
+}
+
+// positiveOr sets *v to def unless it is positive (a Config field left zero).
+func positiveOr[T int | time.Duration | rate.Limit](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Configure installs the region's settings; zone names are canonicalised.
