@@ -9,10 +9,10 @@ import (
 )
 
 // clientLimits are the clients' query budgets: a token bucket per source address, in a table
-// of at most max buckets. Every address outside the served subnets shares one bucket (they
-// are only ever refused, and spoofing them must not crowd served clients out of the table);
-// while the table is full, clients without a bucket share another, so no number of source
-// addresses buys more than the table's budgets.
+// of at most max buckets. Every address outside the served subnets shares one bucket of its
+// own (they are only ever refused, and spoofing them must not crowd served clients out of the
+// table or their overflow); while the table is full, clients without a bucket share another,
+// so no number of source addresses buys more than the table's budgets.
 type clientLimits struct {
 	rate  rate.Limit
 	burst int
@@ -21,6 +21,7 @@ type clientLimits struct {
 
 	mu        sync.Mutex
 	buckets   map[netip.Addr]*bucket
+	outsiders *rate.Limiter
 	overflow  *rate.Limiter
 	lastSweep time.Time
 }
@@ -30,19 +31,17 @@ type bucket struct {
 	lastSeen time.Time
 }
 
-// outsiders is the table key every address outside the served subnets shares.
-var outsiders = netip.Addr{}
-
 func newClientLimits(r rate.Limit, burst, max int) *clientLimits {
 	return &clientLimits{
 		rate: r, burst: burst, max: max,
-		idle:     time.Minute + time.Duration(float64(burst)/float64(r)*float64(time.Second)),
-		buckets:  map[netip.Addr]*bucket{},
-		overflow: rate.NewLimiter(r, burst),
+		idle:      time.Minute + time.Duration(float64(burst)/float64(r)*float64(time.Second)),
+		buckets:   map[netip.Addr]*bucket{},
+		outsiders: rate.NewLimiter(r, burst),
+		overflow:  rate.NewLimiter(r, burst),
 	}
 }
 
-// allow spends one query of client's budget (client is outsiders for every outsider).
+// allow spends one query of client's budget.
 func (l *clientLimits) allow(client netip.Addr, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -69,6 +68,11 @@ func (l *clientLimits) sweep(now time.Time) {
 		}
 	}
 	l.lastSweep = now
+}
+
+// allowOutsider spends one query of the budget all outsiders share.
+func (l *clientLimits) allowOutsider(now time.Time) bool {
+	return l.outsiders.AllowN(now, 1)
 }
 
 func (l *clientLimits) len() int {

@@ -126,7 +126,8 @@ func TestQueriesOverTheClientsBudgetAreDropped(t *testing.T) {
 }
 
 // TestClientTableIsBounded: the table keeps at most max buckets; while it is full, clients
-// without one share a budget; buckets idle long enough to have refilled make room.
+// without one share a budget, which the outsiders' own does not draw on; buckets idle long
+// enough to have refilled make room.
 func TestClientTableIsBounded(t *testing.T) {
 	l := newClientLimits(1, 1, 2)
 	now := time.Now()
@@ -135,6 +136,9 @@ func TestClientTableIsBounded(t *testing.T) {
 		if !l.allow(x, now) {
 			t.Fatalf("%s's first query refused", x)
 		}
+	}
+	if !l.allowOutsider(now) || l.allowOutsider(now) {
+		t.Fatal("the outsiders' budget of 1 allowed twice, or not once")
 	}
 	if !l.allow(c, now) || l.allow(d, now) {
 		t.Fatal("the clients without a bucket do not share one budget")

@@ -301,11 +301,14 @@ func (st *Settings) client(a netip.Addr) bool {
 // allow spends one query of the budget of the client at a: its own when it is a client,
 // the one all outsiders share otherwise.
 func (s *Server) allow(a netip.Addr) bool {
-	a = a.Unmap()
-	if !s.settings.Load().client(a) {
-		a = outsiders
+	now := s.now()
+	var ok bool
+	if s.settings.Load().client(a) {
+		ok = s.limits.allow(a, now)
+	} else {
+		ok = s.limits.allowOutsider(now)
 	}
-	if s.limits.allow(a, s.now()) {
+	if ok {
 		return true
 	}
 	s.metrics.rateLimited.Inc()
