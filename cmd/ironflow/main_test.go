@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ironflow/ironflow/region/api"
+	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/server"
 )
 
@@ -409,6 +412,11 @@ func TestServeConfig(t *testing.T) {
 			server.Config{DatabaseURL: "postgres://flag/db", Listen: "127.0.0.1:7000", Name: "drp2", PublicURL: "https://drp2:8092", AdminToken: "flagtok", Version: version,
 				Limits: server.Limits{ReadTimeout: limits.ReadTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: 2 * time.Second, MaxHeaderBytes: limits.MaxHeaderBytes, MaxConns: limits.MaxConns}, Retention: retention,
 				SyslogRetention: server.Retention{MaxAge: syslogRetention.MaxAge, MaxCount: 5}}},
+		{"zone transfers", map[string]string{"IRONFLOW_DNS_TRANSFER_FROM": "none"}, []string{"--dns-transfer-from", "10.1.0.0/16, 192.0.2.7"},
+			server.Config{Listen: ":5240", Version: version, Limits: limits, Retention: retention, SyslogRetention: syslogRetention,
+				DNSTransferFrom: regiondns.TransferFrom{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("192.0.2.7/32")}}},
+		{"no zone transfers", map[string]string{"IRONFLOW_DNS_TRANSFER_FROM": "none"}, nil,
+			server.Config{Listen: ":5240", Version: version, Limits: limits, Retention: retention, SyslogRetention: syslogRetention, DNSTransferFrom: regiondns.TransferFrom{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -420,7 +428,7 @@ func TestServeConfig(t *testing.T) {
 			if err := cmd.ParseFlags(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := serveConfig(cmd); err != nil || got != tt.want {
+			if got, err := serveConfig(cmd); err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
@@ -429,11 +437,12 @@ func TestServeConfig(t *testing.T) {
 		clearServeEnv(t)
 		t.Setenv("IRONFLOW_MAX_CONNS", "many")
 		cmd := newRegionServeCommand()
-		if err := cmd.ParseFlags([]string{"--read-timeout", "-1s"}); err != nil {
+		if err := cmd.ParseFlags([]string{"--read-timeout", "-1s", "--dns-transfer-from", "10.0.0.0/8,racks"}); err != nil {
 			t.Fatal(err)
 		}
 		_, err := serveConfig(cmd)
-		if err == nil || !strings.Contains(err.Error(), `--read-timeout "-1s"`) || !strings.Contains(err.Error(), `--max-conns "many"`) {
+		if err == nil || !strings.Contains(err.Error(), `--read-timeout "-1s"`) || !strings.Contains(err.Error(), `--max-conns "many"`) ||
+			!strings.Contains(err.Error(), `--dns-transfer-from: "racks"`) {
 			t.Errorf("error %v, want both bad values named", err)
 		}
 	})

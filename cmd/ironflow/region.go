@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ironflow/ironflow/region/api"
+	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/server"
 )
 
@@ -36,6 +37,7 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
 	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 	{"dns-listen", "IRONFLOW_DNS_LISTEN", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)"},
+	{"dns-transfer-from", "IRONFLOW_DNS_TRANSFER_FROM", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)"},
 }
 
 func newRegionServeCommand() *cobra.Command {
@@ -105,6 +107,11 @@ func serveConfig(cmd *cobra.Command) (server.Config, error) {
 		Retention:       server.Retention{MaxAge: duration("events-max-age"), MaxCount: count("events-max-count")},
 		SyslogRetention: server.Retention{MaxAge: duration("syslog-max-age"), MaxCount: count("syslog-max-count")},
 	}
+	transferFrom, err := regiondns.ParseTransferFrom(value["dns-transfer-from"])
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--dns-transfer-from: %w", err))
+	}
+	cfg.DNSTransferFrom = transferFrom
 	return cfg, errors.Join(errs...)
 }
 

@@ -13,7 +13,7 @@ const (
 	fromUpstream = "upstream"
 	fromStale    = "stale" // a cached answer served because its source was unreachable
 
-	refusedNotServed  = "not_served"  // recursion or a transfer asked from outside the served subnets
+	refusedNotServed  = "not_served"  // a query from outside the served subnets
 	refusedNoUpstream = "no_upstream" // a name outside the region's zones, and no upstream configured
 	refusedTransfer   = "transfer"    // a zone transfer over UDP, or of a zone not the region's
 	refusedOpcode     = "opcode"      // not a standard query (NOTIMP)
@@ -25,10 +25,12 @@ const (
 
 // metrics are the DNS server's Prometheus metrics.
 type metrics struct {
-	answers  *prometheus.CounterVec
-	refused  *prometheus.CounterVec
-	servfail prometheus.Counter
-	entries  prometheus.GaugeFunc
+	answers     *prometheus.CounterVec
+	refused     *prometheus.CounterVec
+	servfail    prometheus.Counter
+	rateLimited prometheus.Counter
+	busy        prometheus.Counter
+	entries     prometheus.GaugeFunc
 }
 
 func newMetrics(reg prometheus.Registerer, entries func() float64) (*metrics, error) {
@@ -39,6 +41,10 @@ func newMetrics(reg prometheus.Registerer, entries func() float64) (*metrics, er
 			Name: "ironflow_dns_refused_total", Help: "DNS queries refused (REFUSED, FORMERR or NOTIMP), by reason."}, []string{"reason"}),
 		servfail: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironflow_dns_servfail_total", Help: "DNS queries answered SERVFAIL: no source answered and nothing usable was cached."}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironflow_dns_rate_limited_total", Help: "DNS queries dropped unanswered: their client (source address; all outsiders share one) was over its budget."}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironflow_dns_busy_total", Help: "DNS lookups not started because as many as allowed were in flight (answered stale or SERVFAIL)."}),
 		entries: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ironflow_dns_cache_entries", Help: "Answers in the DNS cache."}, entries),
 	}
@@ -49,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, entries func() float64) (*metrics, er
 		m.refused.WithLabelValues(v)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.answers, m.refused, m.servfail, m.entries} {
+		for _, c := range []prometheus.Collector{m.answers, m.refused, m.servfail, m.rateLimited, m.busy, m.entries} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register DNS metrics: %w", err)
 			}

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +30,14 @@ const DefaultMaxAge = time.Second
 // maxHTTPQuery bounds a DNS message posted to the HTTP endpoint.
 const maxHTTPQuery = 4096
 
+// MaxUDPAnswer caps an answer over UDP whatever EDNS size the client names (the DNS flag
+// day's 1232 bytes, which no path fragments), so a spoofed query gets little back.
+const MaxUDPAnswer = 1232
+
+// rackSeenFor is how long an address a rack heartbeat came from may transfer zones: as
+// long as the region counts the rack online.
+const rackSeenFor = 3 * api.RackHeartbeatInterval
+
 // Server answers from the zones of a Source, rebuilt at most every MaxAge: a change
 // is answered by every region process within MaxAge, and all of them answer alike.
 type Server struct {
@@ -38,6 +48,15 @@ type Server struct {
 	mu    sync.Mutex // serialises rebuilds: one read of the data per MaxAge
 	zones *Zones
 	built time.Time
+
+	racksMu sync.Mutex
+	racks   map[string]rackSeen // by rack UUID: bounded by the region's racks
+}
+
+// rackSeen is where a rack's heartbeat last came from.
+type rackSeen struct {
+	addr netip.Addr
+	at   time.Time
 }
 
 // NewServer serves src; maxAge 0 means DefaultMaxAge.
@@ -45,7 +64,36 @@ func NewServer(src Source, maxAge time.Duration, log *slog.Logger) *Server {
 	if maxAge <= 0 {
 		maxAge = DefaultMaxAge
 	}
-	return &Server{src: src, maxAge: maxAge, log: log.With("component", "dns")}
+	return &Server{src: src, maxAge: maxAge, log: log.With("component", "dns"), racks: map[string]rackSeen{}}
+}
+
+// RackSeen records that rack's heartbeat came from addr: by default, the addresses of the
+// racks online at this process may transfer zones.
+func (s *Server) RackSeen(rack string, addr netip.Addr) {
+	now := time.Now()
+	s.racksMu.Lock()
+	defer s.racksMu.Unlock()
+	if _, known := s.racks[rack]; !known {
+		for r, seen := range s.racks {
+			if now.Sub(seen.at) > rackSeenFor {
+				delete(s.racks, r)
+			}
+		}
+	}
+	s.racks[rack] = rackSeen{addr: addr.Unmap(), at: now}
+}
+
+// rackAt reports whether a rack online at this process heartbeats from addr.
+func (s *Server) rackAt(addr netip.Addr) bool {
+	now := time.Now()
+	s.racksMu.Lock()
+	defer s.racksMu.Unlock()
+	for _, seen := range s.racks {
+		if seen.addr == addr && now.Sub(seen.at) <= rackSeenFor {
+			return true
+		}
+	}
+	return false
 }
 
 // Zones returns the current zones, rebuilding them when older than MaxAge or than serial
@@ -84,24 +132,89 @@ func (s *Server) answer(ctx context.Context, req *mdns.Msg, minSerial uint32) *m
 	return z.Answer(req)
 }
 
-// ServeDNS implements mdns.Handler for the UDP and TCP listeners.
-func (s *Server) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	m := s.answer(ctx, req, 0)
+// TransferFrom are the networks that may transfer zones (AXFR, IXFR; over TCP only) from the
+// DNS listener. nil is the default: loopback and the addresses of the racks online at this
+// process (RackSeen); empty is nobody.
+type TransferFrom []netip.Prefix
+
+// ParseTransferFrom reads a comma-separated list of networks (CIDR) and addresses: "" is
+// the default (nil), "none" is nobody.
+func ParseTransferFrom(v string) (TransferFrom, error) {
+	switch strings.TrimSpace(v) {
+	case "":
+		return nil, nil
+	case "none":
+		return TransferFrom{}, nil
+	}
+	out := TransferFrom{}
+	for f := range strings.SplitSeq(v, ",") {
+		f = strings.TrimSpace(f)
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a network (CIDR) nor an address", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// listener answers the DNS listener's queries: zone transfers only over TCP and from its
+// TransferFrom.
+type listener struct {
+	s            *Server
+	transferFrom TransferFrom
+}
+
+func (l listener) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
+	var m *mdns.Msg
+	if isTransfer(req) && !l.mayTransfer(w.RemoteAddr()) {
+		m = new(mdns.Msg).SetRcode(req, mdns.RcodeRefused)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m = l.s.answer(ctx, req, 0)
+	}
 	FitReply(w, req, m)
 	if err := w.WriteMsg(m); err != nil {
-		s.log.Debug("DNS reply not sent", "error", err)
+		l.s.log.Debug("DNS reply not sent", "error", err)
 	}
 }
 
-// FitReply echoes EDNS0 and, over UDP, truncates m to what the client accepts.
+func isTransfer(req *mdns.Msg) bool {
+	return len(req.Question) == 1 && (req.Question[0].Qtype == mdns.TypeAXFR || req.Question[0].Qtype == mdns.TypeIXFR)
+}
+
+// mayTransfer reports whether a client at remote may transfer a zone.
+func (l listener) mayTransfer(remote net.Addr) bool {
+	tcp, ok := remote.(*net.TCPAddr)
+	if !ok {
+		return false // a whole zone over UDP is what an amplifier sends
+	}
+	a, _ := netip.AddrFromSlice(tcp.IP)
+	a = a.Unmap()
+	if l.transferFrom == nil {
+		return a.IsLoopback() || l.s.rackAt(a)
+	}
+	for _, p := range l.transferFrom {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// FitReply echoes EDNS0 and, over UDP, truncates m to what the client accepts: 512 bytes
+// without EDNS, its EDNS size up to MaxUDPAnswer with it; the TC bit says what was left out.
 func FitReply(w mdns.ResponseWriter, req, m *mdns.Msg) {
 	size := mdns.MinMsgSize
 	if opt := req.IsEdns0(); opt != nil {
-		size = max(int(opt.UDPSize()), mdns.MinMsgSize)
+		size = min(max(int(opt.UDPSize()), mdns.MinMsgSize), MaxUDPAnswer)
 		if m.IsEdns0() == nil {
-			m.SetEdns0(opt.UDPSize(), false)
+			m.SetEdns0(MaxUDPAnswer, false)
 		}
 	}
 	if _, udp := w.LocalAddr().(*net.UDPAddr); udp {
@@ -153,8 +266,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// ListenAndServe answers on addr over UDP and TCP until ctx ends.
-func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+// ListenAndServe answers on addr over UDP and TCP until ctx ends; transferFrom may
+// transfer zones over TCP.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, transferFrom TransferFrom) error {
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return fmt.Errorf("DNS: %w", err)
@@ -164,7 +278,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 		pc.Close()
 		return fmt.Errorf("DNS: %w", err)
 	}
-	return Serve(ctx, s, pc, ln, nil)
+	return Serve(ctx, listener{s: s, transferFrom: transferFrom}, pc, ln, nil)
 }
 
 // Serve runs h on an open UDP socket and TCP listener until ctx ends (shared by the region

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"net/netip"
 
 	"github.com/google/uuid"
 
@@ -172,6 +173,9 @@ func (s *Server) rackHeartbeat(w http.ResponseWriter, r *http.Request, c *call) 
 	rack, err := s.st.RackHeartbeat(r.Context(), id, hb)
 	if err != nil {
 		return err
+	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		s.dns.RackSeen(id, ap.Addr())
 	}
 	writeJSON(w, http.StatusOK, rack)
 	return nil

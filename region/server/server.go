@@ -38,6 +38,9 @@ type Config struct {
 	// DNSListen is the address ("host:port") the region answers DNS on, over UDP and TCP;
 	// "" answers DNS only to racks, over HTTP (api.DNSQueryPath).
 	DNSListen string
+	// DNSTransferFrom may transfer zones (AXFR, over TCP only) from DNSListen; nil: loopback
+	// and the addresses racks heartbeat to this process from.
+	DNSTransferFrom regiondns.TransferFrom
 	// SyslogRetention is how long machines' syslog messages are kept; zero keeps them all.
 	SyslogRetention Retention
 }
@@ -317,7 +320,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	g.Go(func() error { return s.prune(ctx, "audit log", s.cfg.Retention, s.st.PruneEvents) })
 	g.Go(func() error { return s.prune(ctx, "syslog", s.cfg.SyslogRetention, s.st.PruneSyslog) })
 	if s.cfg.DNSListen != "" {
-		g.Go(func() error { return s.dns.ListenAndServe(ctx, s.cfg.DNSListen) })
+		g.Go(func() error { return s.dns.ListenAndServe(ctx, s.cfg.DNSListen, s.cfg.DNSTransferFrom) })
 	}
 	g.Go(func() error {
 		tick := time.NewTicker(heartbeatInterval)
