@@ -1,0 +1,214 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ironflow/ironflow/dev/postgres"
+	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/rack"
+	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
+	"github.com/ironflow/ironflow/region/server"
+	"github.com/ironflow/ironflow/region/store"
+)
+
+// The abuse suite calls every route of the region and every listener of a rack as every kind
+// of caller, and states what each may do; it also names what a body may not name, the
+// limits of bodies and connections, and that no outsider is answered more than it asked.
+// A route or listener it does not cover fails it, by name: the route table
+// (server.Routes) and the rack's listeners (rack.Options.Listeners) are compared with the
+// rows of abuseRoutes, abuseKinds and abuseListeners. ARCHITECTURE.md's threat model says who
+// holds which credential.
+
+// principal is one kind of caller.
+type principal int
+
+const (
+	anonymous    principal = iota // no Authorization header
+	readonly                      // a readonly user's token
+	operator                      // an operator's token
+	admin                         // the admin token
+	ownRack                       // the token of the rack the path names
+	otherRack                     // the token of another rack of the region
+	machineToken                  // a machine-role token of machine A
+	ownAgent                      // machine A's agent credential (machine:<uuid>:<secret>)
+	otherAgent                    // machine B's agent credential, on machine A's paths
+	rackSecret                    // the region's rack registration secret as a bearer
+	principals
+)
+
+var principalNames = [principals]string{"anonymous", "readonly", "operator", "admin", "own rack", "other rack", "machine token", "own agent", "other agent", "rack secret"}
+
+func (p principal) String() string { return principalNames[p] }
+
+// abuseStack is one region on PostgreSQL serving HTTP and DNS on loopback, with a token of
+// every principal: two registered racks and two machines with agent secrets.
+type abuseStack struct {
+	srv      *server.Server
+	st       *store.Store
+	url      string
+	dns      string // the region's DNS address, UDP and TCP
+	admin    *client.Client
+	tokens   [principals]string
+	rackA    rack.State // the rack the paths name; startAbuseRack serves it
+	rackB    rack.State
+	machineA api.Machine
+	machineB api.Machine
+	secret   string // the rack secret
+}
+
+// abuseSlowClientTimeout is the region's read timeout in the suite: a client that has not
+// sent its request by then is cut off.
+const abuseSlowClientTimeout = 2 * time.Second
+
+// abuseMissing is a UUID no object has.
+const abuseMissing = "5d0c1f0e-7a1b-4c2d-8e3f-00000000dead"
+
+func startAbuseStack(t *testing.T) *abuseStack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: starts PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := postgres.Start(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	if err := pg.CreateDatabase(ctx, "abuse"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, pg.URL("abuse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	adminToken, _, err := st.BootstrapAdmin(ctx, "abuse-admin-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &abuseStack{st: st, url: "http://" + ln.Addr().String(), dns: testutil.FreeDNSAddr(t), secret: "abuse-rack-secret"}
+	s.srv = server.New(st, server.Config{Name: "region-a", PublicURL: s.url, RackSecret: s.secret, Version: "test",
+		DNSListen: s.dns, Logger: abuseLogger(t), Limits: server.Limits{ReadTimeout: abuseSlowClientTimeout}})
+	serveCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.srv.Serve(serveCtx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("region: %v", err)
+		}
+	})
+	s.admin = client.New(s.url, adminToken)
+	s.tokens[admin] = adminToken
+	s.tokens[readonly] = s.userToken(t, "reader", api.RoleReadonly)
+	s.tokens[operator] = s.userToken(t, "oper", api.RoleOperator)
+	for _, r := range []*rack.State{&s.rackA, &s.rackB} {
+		name := "rack-a"
+		if r == &s.rackB {
+			name = "rack-b"
+		}
+		if *r, err = rack.Register(ctx, rack.RegisterOptions{URLs: []string{s.url}, Secret: s.secret, Name: name, StateDir: t.TempDir()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.tokens[ownRack], s.tokens[otherRack] = s.rackA.Token, s.rackB.Token
+	s.machineA = agentMachine(t, s.admin, api.Machine{Name: "machine-a", Rack: s.rackA.Uuid})
+	s.machineB = agentMachine(t, s.admin, api.Machine{Name: "machine-b", Rack: s.rackB.Uuid})
+	s.tokens[machineToken] = s.userToken(t, s.machineA.Uuid, api.RoleMachine)
+	s.tokens[ownAgent] = "machine:" + s.machineA.Uuid + ":" + s.machineA.Secret
+	s.tokens[otherAgent] = "machine:" + s.machineB.Uuid + ":" + s.machineB.Secret
+	s.tokens[rackSecret] = s.secret
+	return s
+}
+
+// abuseLogger shows the components' logs with a failing test's output.
+func abuseLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("IRONFLOW_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(logWriter{t}, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// userToken creates a user with role and mints a token for it.
+func (s *abuseStack) userToken(t *testing.T, name, role string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.admin.Users().Create(ctx, api.User{Name: name, Role: role}); err != nil {
+		t.Fatalf("create user %s: %v", name, err)
+	}
+	tok, err := s.admin.MintToken(ctx, name, api.TokenRequest{})
+	if err != nil {
+		t.Fatalf("token of %s: %v", name, err)
+	}
+	return tok.Token
+}
+
+// abuseAnswer is a status and body read in full.
+type abuseAnswer struct {
+	code int
+	body []byte
+}
+
+// call sends body (nil for none) to the region as who.
+func (s *abuseStack) call(t *testing.T, who principal, method, path string, body []byte) abuseAnswer {
+	t.Helper()
+	return callAs(t, s.tokens[who], method, s.url+path, body)
+}
+
+// callAs sends body to target with token as the bearer ("" for none).
+func callAs(t *testing.T, token, method, target string, body []byte) abuseAnswer {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, target, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	return abuseAnswer{code: resp.StatusCode, body: b}
+}
+
+// TestAbuse is the abuse suite: one region, two racks, one of them serving on loopback.
+func TestAbuse(t *testing.T) {
+	s := startAbuseStack(t)
+	t.Run("routes", func(t *testing.T) { abuseRouteMatrix(t, s) })
+	t.Run("bodies", func(t *testing.T) { abuseBodies(t, s) })
+	t.Run("limits", func(t *testing.T) { abuseLimits(t, s) })
+	t.Run("region DNS", func(t *testing.T) { abuseRegionDNS(t, s) })
+	t.Run("rack", func(t *testing.T) { abuseRack(t, s) })
+}
+
+// newUUID is a fresh UUID for an object a check creates.
+func newUUID() string { return uuid.NewString() }
