@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -128,13 +129,62 @@ func startAbuseStack(t *testing.T) *abuseStack {
 		}
 	}
 	s.tokens[ownRack], s.tokens[otherRack] = s.rackA.Token, s.rackB.Token
-	s.machineA = agentMachine(t, s.admin, api.Machine{Name: "machine-a", Rack: s.rackA.Uuid})
-	s.machineB = agentMachine(t, s.admin, api.Machine{Name: "machine-b", Rack: s.rackB.Uuid})
+	s.servedNet(t, s.rackA.Uuid, abuseServedNet())
+	s.servedNet(t, s.rackB.Uuid, abuseRackBNet)
+	s.machineA = agentMachine(t, s.admin, api.Machine{Name: "machine-a", Rack: s.rackA.Uuid, HardwareAddrs: []string{"52:54:00:aa:00:01"},
+		Address: abuseAddr(abuseServedNet(), 50).String()})
+	s.machineB = agentMachine(t, s.admin, api.Machine{Name: "machine-b", Rack: s.rackB.Uuid, HardwareAddrs: []string{"52:54:00:bb:00:01"},
+		Address: abuseAddr(abuseRackBNet, 50).String()})
 	s.tokens[machineToken] = s.userToken(t, s.machineA.Uuid, api.RoleMachine)
 	s.tokens[ownAgent] = "machine:" + s.machineA.Uuid + ":" + s.machineA.Secret
 	s.tokens[otherAgent] = "machine:" + s.machineB.Uuid + ":" + s.machineB.Secret
 	s.tokens[rackSecret] = s.secret
 	return s
+}
+
+// abuseServedNet is rack A's subnet: a loopback /24 of this test process, clear of the
+// ranges the rack and DHCP packages' tests use (127.1/8 to 127.31/8), so the rack's
+// listeners on loopback can tell its clients (.2 to .254) from outsiders (abuseOutsider).
+func abuseServedNet() netip.Prefix {
+	pid := os.Getpid()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(32 + pid%16), byte(pid / 16 % 256), 0}), 24)
+}
+
+// abuseOutsider is a loopback address outside every subnet of the region.
+func abuseOutsider() netip.Addr {
+	b := abuseServedNet().Addr().As4()
+	b[1] += 16
+	b[3] = 9
+	return netip.AddrFrom4(b)
+}
+
+// abuseRackBNet is rack B's subnet; nothing serves it.
+var abuseRackBNet = netip.MustParsePrefix("10.201.0.0/24")
+
+// abuseAddr is the address of net ending in last.
+func abuseAddr(net netip.Prefix, last byte) netip.Addr {
+	b := net.Addr().As4()
+	b[3] = last
+	return netip.AddrFrom4(b)
+}
+
+// servedNet makes rack the primary of a VLAN with DHCP on and the subnet prefix, its
+// dynamic range .100 to .200.
+func (s *abuseStack) servedNet(t *testing.T, rack string, prefix netip.Prefix) {
+	t.Helper()
+	ctx := context.Background()
+	fabric, err := s.admin.Fabrics().Create(ctx, api.Fabric{Name: "fabric-" + rack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vlan, err := s.admin.VLANs().Create(ctx, api.VLAN{Fabric: fabric.Uuid, VID: 1, DHCPOn: true, PrimaryRack: rack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admin.Subnets().Create(ctx, api.Subnet{Name: "net-" + rack, CIDR: prefix.String(), VLAN: vlan.Uuid,
+		DynamicRange: api.IPRange{Start: abuseAddr(prefix, 100).String(), End: abuseAddr(prefix, 200).String()}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // abuseLogger shows the components' logs with a failing test's output.
