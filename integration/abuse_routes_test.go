@@ -187,8 +187,8 @@ func accessMark(code int) string {
 	return "."
 }
 
-// fillRoute gives pattern's wildcards the values of the matrix: machine A on the agent API,
-// rack A on the rack API, and objects that do not exist elsewhere.
+// fillRoute gives pattern's wildcards the values of the matrix: machine A and its job on the
+// agent API, rack A on the rack API, and objects that do not exist elsewhere.
 func (s *abuseStack) fillRoute(rt server.Route) (method, path string) {
 	method, path, _ = strings.Cut(rt.Pattern, " ")
 	uuidValue := abuseMissing
@@ -198,7 +198,7 @@ func (s *abuseStack) fillRoute(rt server.Route) (method, path string) {
 	case rt.Resource == "rackapi":
 		uuidValue = s.rackA.Uuid
 	}
-	r := strings.NewReplacer("{uuid}", uuidValue, "{key}", abuseMissing, "{job}", abuseMissing, "{machine}", abuseMissing,
+	r := strings.NewReplacer("{uuid}", uuidValue, "{key}", abuseMissing, "{job}", s.jobA.Uuid, "{machine}", abuseMissing,
 		"{pod}", abuseMissing, "{name}", "nobody", "{name...}", "nobody", "{id}", fmt.Sprint(1<<40))
 	return method, r.Replace(path)
 }

@@ -65,7 +65,8 @@ type abuseStack struct {
 	rackB    rack.State
 	machineA api.Machine
 	machineB api.Machine
-	secret   string // the rack secret
+	jobA     api.Job // a job of machine A, which its agent may write
+	secret   string  // the rack secret
 }
 
 // abuseSlowClientTimeout is the region's read timeout in the suite: a client that has not
@@ -135,6 +136,9 @@ func startAbuseStack(t *testing.T) *abuseStack {
 		Address: abuseAddr(abuseServedNet(), 50).String()})
 	s.machineB = agentMachine(t, s.admin, api.Machine{Name: "machine-b", Rack: s.rackB.Uuid, HardwareAddrs: []string{"52:54:00:bb:00:01"},
 		Address: abuseAddr(abuseRackBNet, 50).String()})
+	if s.jobA, err = s.admin.Jobs().Create(ctx, api.Job{Machine: s.machineA.Uuid, StartTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
 	s.tokens[machineToken] = s.userToken(t, s.machineA.Uuid, api.RoleMachine)
 	s.tokens[ownAgent] = "machine:" + s.machineA.Uuid + ":" + s.machineA.Secret
 	s.tokens[otherAgent] = "machine:" + s.machineB.Uuid + ":" + s.machineB.Secret
