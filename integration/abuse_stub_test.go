@@ -2,5 +2,4 @@ package integration
 
 import "testing"
 
-func abuseRegionDNS(t *testing.T, s *abuseStack) {}
-func abuseRack(t *testing.T, s *abuseStack)      {}
+func abuseRack(t *testing.T, s *abuseStack) {}
