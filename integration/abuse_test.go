@@ -62,6 +62,7 @@ type abuseStack struct {
 	admin    *client.Client
 	tokens   [principals]string
 	rackA    rack.State // the rack the paths name; startAbuseRack serves it
+	rackADir string     // its state dir
 	rackB    rack.State
 	machineA api.Machine
 	machineB api.Machine
@@ -120,14 +121,12 @@ func startAbuseStack(t *testing.T) *abuseStack {
 	s.tokens[admin] = adminToken
 	s.tokens[readonly] = s.userToken(t, "reader", api.RoleReadonly)
 	s.tokens[operator] = s.userToken(t, "oper", api.RoleOperator)
-	for _, r := range []*rack.State{&s.rackA, &s.rackB} {
-		name := "rack-a"
-		if r == &s.rackB {
-			name = "rack-b"
-		}
-		if *r, err = rack.Register(ctx, rack.RegisterOptions{URLs: []string{s.url}, Secret: s.secret, Name: name, StateDir: t.TempDir()}); err != nil {
-			t.Fatal(err)
-		}
+	s.rackADir = t.TempDir()
+	if s.rackA, err = rack.Register(ctx, rack.RegisterOptions{URLs: []string{s.url}, Secret: s.secret, Name: "rack-a", StateDir: s.rackADir}); err != nil {
+		t.Fatal(err)
+	}
+	if s.rackB, err = rack.Register(ctx, rack.RegisterOptions{URLs: []string{s.url}, Secret: s.secret, Name: "rack-b", StateDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
 	}
 	s.tokens[ownRack], s.tokens[otherRack] = s.rackA.Token, s.rackB.Token
 	s.servedNet(t, s.rackA.Uuid, abuseServedNet())
@@ -143,6 +142,7 @@ func startAbuseStack(t *testing.T) *abuseStack {
 	s.tokens[ownAgent] = "machine:" + s.machineA.Uuid + ":" + s.machineA.Secret
 	s.tokens[otherAgent] = "machine:" + s.machineB.Uuid + ":" + s.machineB.Secret
 	s.tokens[rackSecret] = s.secret
+	s.abuseZone(t)
 	return s
 }
 
@@ -261,7 +261,7 @@ func TestAbuse(t *testing.T) {
 	t.Run("bodies", func(t *testing.T) { abuseBodies(t, s) })
 	t.Run("limits", func(t *testing.T) { abuseLimits(t, s) })
 	t.Run("region DNS", func(t *testing.T) { abuseRegionDNS(t, s) })
-	t.Run("rack", func(t *testing.T) { abuseRack(t, s) })
+	t.Run("rack", func(t *testing.T) { abuseRackListeners(t, s) })
 }
 
 // newUUID is a fresh UUID for an object a check creates.

@@ -1,5 +1,0 @@
-package integration
-
-import "testing"
-
-func abuseRack(t *testing.T, s *abuseStack) {}
