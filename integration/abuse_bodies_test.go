@@ -44,6 +44,15 @@ func abuseBodies(t *testing.T, s *abuseStack) {
 			t.Fatalf("rack B re-registering rack A: %d %s", a.code, a.body)
 		}
 	})
+	t.Run("a rack's leases stay in its own subnets", func(t *testing.T) {
+		lease := api.Lease{Addr: abuseAddr(abuseRackBNet, 120).String(), MAC: "52:54:00:bb:00:09", State: "active",
+			Start: time.Now(), Expires: time.Now().Add(time.Hour)}
+		var res api.LeaseSyncResult
+		decodeAnswer(t, s.call(t, ownRack, "POST", "/api/v1/racks/"+s.rackA.Uuid+"/leases", mustJSON(t, []api.Lease{lease})), &res)
+		if res.Stored != 0 || len(res.Rejected) != 1 {
+			t.Errorf("rack A's lease in rack B's subnet: %+v", res)
+		}
+	})
 	t.Run("a forged migrate ticket imports nothing", func(t *testing.T) {
 		req, err := http.NewRequest("POST", s.url+"/api/v1/machines/import", bytes.NewReader(mustJSON(t, api.ImportRequest{Migration: "migrate-machine/x"})))
 		if err != nil {
