@@ -78,7 +78,7 @@ func (s *abuseStack) startAbuseRack(t *testing.T) *abuseRack {
 // cannot reach on loopback, with the reason in abuseListeners' comment.
 type abuseListenerCheck func(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener)
 
-// abuseListeners covers every listener of a rack (rack.Listener: service/network).
+// abuseListeners covers every listener of a rack, by rack.Listener.Name.
 var abuseListeners = map[string]abuseListenerCheck{
 	// Broadcast DHCP and router advertisements answer on an interface's link only, which
 	// loopback has not; rack/netns_test.go serves them in namespaces. Their handler is the
@@ -115,7 +115,7 @@ func abuseRackListeners(t *testing.T, s *abuseStack) {
 		opened := map[string]bool{}
 		for _, l := range all {
 			opened[l.Option] = true
-			if _, ok := abuseListeners[l.Service+"/"+l.Network]; !ok { // the key of abuseListeners
+			if _, ok := abuseListeners[l.Name()]; !ok {
 				t.Errorf("listener %s is not in the abuse suite: add its check to abuseListeners (integration/abuse_rack_test.go) and its clients to ARCHITECTURE.md's threat model", l)
 			}
 		}
@@ -130,12 +130,11 @@ func abuseRackListeners(t *testing.T, s *abuseStack) {
 		t.Fatal(err)
 	}
 	for _, l := range listeners {
-		name := l.Service + "/" + l.Network
-		check := abuseListeners[name]
+		check := abuseListeners[l.Name()]
 		if check == nil {
 			continue
 		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(l.Name(), func(t *testing.T) {
 			t.Parallel()
 			check(t, s, r, l)
 		})

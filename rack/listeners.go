@@ -55,7 +55,8 @@ func (o Options) Listeners() ([]Listener, error) {
 	return out, nil
 }
 
+// Name is what the listener serves and how: "dns/udp".
+func (l Listener) Name() string { return l.Service + "/" + l.Network }
+
 // String names l in test output: "dns/udp 127.0.0.1:53".
-func (l Listener) String() string {
-	return l.Service + "/" + l.Network + " " + l.Addr
-}
+func (l Listener) String() string { return l.Name() + " " + l.Addr }
