@@ -37,8 +37,7 @@ func (s *abuseStack) abuseZone(t *testing.T) {
 
 // exchangeFrom asks server the question m over network from the local address from (the
 // zero address: any), and returns the answer.
-func exchangeFrom(t *testing.T, network string, from netip.Addr, server string, m *mdns.Msg) (*mdns.Msg, error) {
-	t.Helper()
+func exchangeFrom(network string, from netip.Addr, server string, m *mdns.Msg) (*mdns.Msg, error) {
 	c := &mdns.Client{Net: network, Timeout: 2 * time.Second, UDPSize: 65535}
 	if from.IsValid() {
 		c.Dialer = &net.Dialer{Timeout: 2 * time.Second, LocalAddr: localAddr(network, from)}
@@ -103,7 +102,7 @@ func abuseRegionDNS(t *testing.T, s *abuseStack) {
 		}
 	})
 	t.Run("region DNS refuses AXFR over UDP", func(t *testing.T) {
-		r, err := exchangeFrom(t, "udp", netip.Addr{}, s.dns, new(mdns.Msg).SetAxfr(abuseDomain))
+		r, err := exchangeFrom("udp", netip.Addr{}, s.dns, new(mdns.Msg).SetAxfr(abuseDomain))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +139,7 @@ func abuseRegionDNS(t *testing.T, s *abuseStack) {
 func waitAnswered(t *testing.T, addr, name string) {
 	t.Helper()
 	pollUntil(t, 10*time.Second, "DNS answers "+name, func() (bool, error) {
-		r, err := exchangeFrom(t, "tcp", netip.Addr{}, addr, new(mdns.Msg).SetQuestion(name, mdns.TypeA))
+		r, err := exchangeFrom("tcp", netip.Addr{}, addr, new(mdns.Msg).SetQuestion(name, mdns.TypeA))
 		return err == nil && r.Rcode == mdns.RcodeSuccess && len(r.Answer) > 0, err
 	})
 }

@@ -17,17 +17,20 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	mdns "github.com/miekg/dns"
 
 	"github.com/ironflow/ironflow/internal/dhcptest"
+	"github.com/ironflow/ironflow/internal/netnstest"
 	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/rack"
 	"github.com/ironflow/ironflow/region/api"
 )
 
-// abuseRack is rack A serving every listener on loopback 127.0.0.1: DHCP relayed, TFTP, HTTP
-// (boot, enlistment, agent proxy), DNS and syslog. Its clients are the addresses of
-// abuseServedNet; abuseOutsider is in no subnet of the region.
+// abuseRack is rack A serving on loopback 127.0.0.1: DHCP relayed, TFTP, HTTP (boot,
+// enlistment, agent proxy) and syslog. Its clients are the addresses of abuseServedNet;
+// abuseOutsider is in no subnet of the region. Its DNS is off: a rack answers loopback
+// clients as its own, so DNS is checked on abuseLinkRack.
 type abuseRack struct {
 	o        rack.Options
 	httpURL  string
@@ -46,7 +49,7 @@ func (s *abuseStack) startAbuseRack(t *testing.T) *abuseRack {
 		DHCPRelayListen:     testutil.FreeUDPAddr(t),
 		ServerIP:            netip.MustParseAddr("127.0.0.1"),
 		TFTPListen:          testutil.FreeUDPAddr(t),
-		DNSListen:           []string{testutil.FreeDNSAddr(t)},
+		DNSListen:           []string{},
 		HTTPListen:          testutil.FreeAddr(t),
 		SyslogListen:        testutil.FreeDNSAddr(t),
 		BootDir:             t.TempDir(),
@@ -70,22 +73,105 @@ func (s *abuseStack) startAbuseRack(t *testing.T) *abuseRack {
 			t.Errorf("rack: %v", err)
 		}
 	})
-	waitAnswered(t, r.o.DNSListen[0], "machine-a."+abuseDomain)
+	pollUntil(t, 10*time.Second, "rack A online (its config applied)", func() (bool, error) {
+		rk, err := s.admin.Racks().Get(context.Background(), s.rackA.Uuid)
+		return err == nil && rk.Status == api.RackOnline, err
+	})
 	return r
 }
 
-// abuseListenerCheck checks one listener of the rack; a nil check names a listener the suite
-// cannot reach on loopback, with the reason in abuseListeners' comment.
-type abuseListenerCheck func(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener)
+// abuseLinkRack is rack B serving broadcast DHCP on an interface of its own network namespace
+// (abuseLinkServer) and DNS on that interface's address, joined by a veth pair to a client
+// namespace where machine B's MAC has an address of rack B's subnet (abuseLinkClient) and one
+// of no subnet (abuseLinkOutsider). Its link to the region runs in the test's namespace.
+type abuseLinkRack struct {
+	o            rack.Options
+	cliNS, cliIf string
+}
+
+var (
+	abuseLinkServer   = abuseAddr(abuseRackBNet, 1)
+	abuseLinkClient   = abuseAddr(abuseRackBNet, 60)
+	abuseLinkOutsider = netip.MustParseAddr("10.99.0.9")
+)
+
+func (s *abuseStack) startLinkRack(t *testing.T) *abuseLinkRack {
+	t.Helper()
+	rackNS, rackIf, cliNS, cliIf := netnstest.VethPair(t, "ab")
+	r := &abuseLinkRack{cliNS: cliNS, cliIf: cliIf, o: rack.Options{
+		StateDir:            s.rackBDir,
+		DHCPInterfaces:      []string{rackIf},
+		PodRefreshInterval:  -1,
+		HeartbeatInterval:   200 * time.Millisecond,
+		RegionCheckInterval: 200 * time.Millisecond,
+		Version:             "test",
+		Logger:              abuseLogger(t),
+	}}
+	netnstest.IP(t, "-n", rackNS, "addr", "add", abuseLinkServer.String()+"/24", "dev", rackIf)
+	netnstest.IP(t, "-n", rackNS, "route", "add", abuseLinkOutsider.String()+"/32", "dev", rackIf)
+	netnstest.IP(t, "-n", cliNS, "link", "set", cliIf, "address", s.machineB.HardwareAddrs[0])
+	netnstest.IP(t, "-n", cliNS, "addr", "add", abuseLinkClient.String()+"/24", "dev", cliIf)
+	netnstest.IP(t, "-n", cliNS, "addr", "add", abuseLinkOutsider.String()+"/24", "dev", cliIf)
+	// Its defaults (DNS on the interface's address) are the namespace's too.
+	listeners, err := func() (l []rack.Listener, err error) {
+		netnstest.Run(t, rackNS, func() error { l, err = r.o.Listeners(); return nil })
+		return l, err
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.o.DNSListen = nil
+	for _, l := range listeners {
+		if l.Service == rack.ServiceDNS && l.Network == "udp" {
+			r.o.DNSListen = append(r.o.DNSListen, l.Addr)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := netnstest.Start(rackNS, func() error { return rack.Serve(ctx, r.o) })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("rack B: %v", err)
+		}
+	})
+	q := new(mdns.Msg).SetQuestion("machine-b."+abuseDomain, mdns.TypeA)
+	pollUntil(t, 10*time.Second, "rack B answers machine B's name on its link", func() (bool, error) {
+		m, err := r.ask(t, "udp", abuseLinkClient, q)
+		return err == nil && m.Rcode == mdns.RcodeSuccess && len(m.Answer) == 1, err
+	})
+	return r
+}
+
+// dnsServer is the rack's DNS address on its link.
+func (r *abuseLinkRack) dnsServer() string { return r.o.DNSListen[0] }
+
+// ask sends q to the rack's DNS from the client namespace's address from.
+func (r *abuseLinkRack) ask(t *testing.T, network string, from netip.Addr, q *mdns.Msg) (m *mdns.Msg, err error) {
+	t.Helper()
+	netnstest.Run(t, r.cliNS, func() error {
+		m, err = exchangeFrom(network, from, r.dnsServer(), q)
+		return nil
+	})
+	return m, err
+}
+
+// abuseRacks are the two serving racks of the suite.
+type abuseRacks struct {
+	loopback *abuseRack
+	link     *abuseLinkRack
+}
+
+// abuseListenerCheck checks one listener of a rack; a nil check names a listener the suite
+// does not open, with the reason in abuseListeners' comment.
+type abuseListenerCheck func(t *testing.T, s *abuseStack, r abuseRacks, l rack.Listener)
 
 // abuseListeners covers every listener of a rack, by rack.Listener.Name.
 var abuseListeners = map[string]abuseListenerCheck{
-	// Broadcast DHCP and router advertisements answer on an interface's link only, which
-	// loopback has not; rack/netns_test.go serves them in namespaces. Their handler is the
-	// relay's (dhcp-relay below).
-	"dhcp/link":       nil,
+	// Router advertisements are an empty advertisement multicast on the link (rack/ra):
+	// nothing to ask for, nothing routed.
 	"router-adv/link": nil,
 
+	"dhcp/link":        abuseBroadcastDHCP,
 	"dhcp-relay/udp":   abuseDHCPRelay,
 	"tftp/udp":         abuseTFTP,
 	"http-boot/tcp":    abuseHTTPBoot,
@@ -101,14 +187,14 @@ var abuseListeners = map[string]abuseListenerCheck{
 // check; nothing is opened.
 func abuseEveryListener(r *abuseRack) rack.Options {
 	o := r.o
-	o.DHCPInterfaces, o.RouterAdvertisements = []string{"lo"}, true
+	o.DHCPInterfaces, o.RouterAdvertisements, o.DNSListen = []string{"lo"}, true, nil
 	return o
 }
 
 func abuseRackListeners(t *testing.T, s *abuseStack) {
-	r := s.startAbuseRack(t)
+	r := abuseRacks{loopback: s.startAbuseRack(t), link: s.startLinkRack(t)}
 	t.Run("every listener is covered", func(t *testing.T) {
-		all, err := abuseEveryListener(r).Listeners()
+		all, err := abuseEveryListener(r.loopback).Listeners()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,11 +211,15 @@ func abuseRackListeners(t *testing.T, s *abuseStack) {
 			}
 		}
 	})
-	listeners, err := r.o.Listeners()
+	listeners, err := r.loopback.o.Listeners()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range listeners {
+	linkListeners, err := r.link.o.Listeners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range append(listeners, linkListeners...) {
 		check := abuseListeners[l.Name()]
 		if check == nil {
 			continue
@@ -147,39 +237,48 @@ func abuseClient() netip.Addr { return abuseAddr(abuseServedNet(), 60) }
 // udpReplies sends packet to server from a socket bound to from and returns the bytes of
 // every datagram that comes back, from any port, until window has passed without one. A
 // non-nil answer is sent back to the sender of each.
-func udpReplies(t *testing.T, from netip.AddrPort, server string, packet, answer []byte, window time.Duration) (replies [][]byte) {
-	t.Helper()
+func udpReplies(from netip.AddrPort, server string, packet, answer []byte, window time.Duration) (replies [][]byte, err error) {
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(from))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer conn.Close()
 	dst, err := net.ResolveUDPAddr("udp4", server)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if _, err := conn.WriteTo(packet, dst); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	buf := make([]byte, 65536)
 	for {
 		if err := conn.SetReadDeadline(time.Now().Add(window)); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		n, sender, err := conn.ReadFrom(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return replies
+			return replies, nil
 		}
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		replies = append(replies, slices.Clone(buf[:n]))
 		if answer != nil {
 			if _, err := conn.WriteTo(answer, sender); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 		}
 	}
+}
+
+// mustReplies is udpReplies in the test's namespace.
+func mustReplies(t *testing.T, from netip.AddrPort, server string, packet, answer []byte) [][]byte {
+	t.Helper()
+	replies, err := udpReplies(from, server, packet, answer, amplificationWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replies
 }
 
 // assertNoAmplification fails when an outsider's request drew more bytes than it sent.
@@ -197,7 +296,7 @@ func assertNoAmplification(t *testing.T, what string, request []byte, replies []
 // amplificationWindow is how long an outsider's socket listens for answers after the last.
 const amplificationWindow = time.Second
 
-func abuseDHCPRelay(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
+func abuseDHCPRelay(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
 	mac := mustMAC(t, s.machineA.HardwareAddrs[0])
 	relay := dhcptest.NewRelay(t, abuseAddr(abuseServedNet(), 1), l.Addr)
 	pollUntil(t, 10*time.Second, "machine A's reservation through the relay", func() (bool, error) {
@@ -212,7 +311,7 @@ func abuseDHCPRelay(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) 
 		discover.GatewayIPAddr = abuseOutsider().AsSlice()
 		request := discover.ToBytes()
 		assertNoAmplification(t, "DHCP relayed from outside the served subnets", request,
-			udpReplies(t, netip.AddrPortFrom(abuseOutsider(), dhcpv4.ServerPort), l.Addr, request, nil, amplificationWindow))
+			mustReplies(t, netip.AddrPortFrom(abuseOutsider(), dhcpv4.ServerPort), l.Addr, request, nil))
 	})
 }
 
@@ -225,15 +324,16 @@ func tftpRead(file string) []byte {
 // that the server does not retransmit until its timeout.
 var tftpAbort = []byte("\x00\x05\x00\x00abuse suite\x00")
 
-func abuseTFTP(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
+func abuseTFTP(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
+	r := racks.loopback
 	request := tftpRead(abuseBootFile)
-	replies := udpReplies(t, netip.AddrPortFrom(abuseClient(), 0), l.Addr, request, tftpAbort, amplificationWindow)
+	replies := mustReplies(t, netip.AddrPortFrom(abuseClient(), 0), l.Addr, request, tftpAbort)
 	if len(replies) == 0 || !bytes.Equal(replies[0], append([]byte{0, 3, 0, 1}, r.bootFile[:512]...)) {
 		t.Fatalf("a client of the served subnet reading %s: %d replies, first %.40q", abuseBootFile, len(replies), firstOf(replies))
 	}
 	t.Run("outsiders get no more bytes than they sent", func(t *testing.T) {
 		assertNoAmplification(t, "TFTP read from outside the served subnets", request,
-			udpReplies(t, netip.AddrPortFrom(abuseOutsider(), 0), l.Addr, request, tftpAbort, amplificationWindow))
+			mustReplies(t, netip.AddrPortFrom(abuseOutsider(), 0), l.Addr, request, tftpAbort))
 	})
 }
 
@@ -244,7 +344,8 @@ func firstOf(replies [][]byte) []byte {
 	return replies[0]
 }
 
-func abuseHTTPBoot(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
+func abuseHTTPBoot(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
+	r := racks.loopback
 	if a := callAs(t, "", "GET", r.httpURL+"/ipxe/boot.ipxe", nil); a.code != 200 {
 		t.Errorf("the boot script: %d %s", a.code, a.body)
 	}
@@ -258,7 +359,8 @@ func abuseHTTPBoot(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
 	})
 }
 
-func abuseAgentEnlist(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
+func abuseAgentEnlist(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
+	r := racks.loopback
 	if a := callAs(t, "", "POST", r.httpURL+"/api/v1/enlist", bytes.Repeat([]byte(" "), abuseBodyLimit+1)); a.code != 413 {
 		t.Errorf("an enlistment above %d bytes: %d %.100s", abuseBodyLimit, a.code, a.body)
 	}
@@ -275,7 +377,8 @@ func abuseAgentEnlist(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener
 	}
 }
 
-func abuseAgentProxy(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
+func abuseAgentProxy(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
+	r := racks.loopback
 	checkin := r.httpURL + "/api/v1/agent/" + s.machineA.Uuid + "/checkin"
 	body := mustJSON(t, api.AgentCheckin{Version: "test", Hostname: "machine-a"})
 	for _, c := range []struct {
@@ -291,18 +394,19 @@ func abuseAgentProxy(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener)
 	}
 }
 
-func abuseRackDNS(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
-	q := new(mdns.Msg).SetQuestion("machine-a."+abuseDomain, mdns.TypeA)
-	if m, err := exchangeFrom(t, l.Network, abuseClient(), l.Addr, q); err != nil || m.Rcode != mdns.RcodeSuccess || len(m.Answer) != 1 {
-		t.Fatalf("a client of the served subnet asking machine A's name: %v, %v", m, err)
+func abuseRackDNS(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
+	r := racks.link
+	q := new(mdns.Msg).SetQuestion("machine-b."+abuseDomain, mdns.TypeA)
+	if m, err := r.ask(t, l.Network, abuseLinkClient, q); err != nil || m.Rcode != mdns.RcodeSuccess || len(m.Answer) != 1 {
+		t.Fatalf("a client of the served subnet asking machine B's name: %v, %v", m, err)
 	}
 	t.Run("rack DNS answers REFUSED outside its served subnets", func(t *testing.T) {
-		m, err := exchangeFrom(t, l.Network, abuseOutsider(), l.Addr, q)
+		m, err := r.ask(t, l.Network, abuseLinkOutsider, q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if m.Rcode != mdns.RcodeRefused || len(m.Answer) > 0 {
-			t.Errorf("an outsider asking machine A's name: %s with %d answers, want REFUSED", mdns.RcodeToString[m.Rcode], len(m.Answer))
+			t.Errorf("an outsider asking machine B's name: %s with %d answers, want REFUSED", mdns.RcodeToString[m.Rcode], len(m.Answer))
 		}
 	})
 	if l.Network != "udp" {
@@ -313,12 +417,40 @@ func abuseRackDNS(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		assertNoAmplification(t, "DNS from outside the served subnets", request,
-			udpReplies(t, netip.AddrPortFrom(abuseOutsider(), 0), l.Addr, request, nil, amplificationWindow))
+		var replies [][]byte
+		netnstest.Run(t, r.cliNS, func() (err error) {
+			replies, err = udpReplies(netip.AddrPortFrom(abuseLinkOutsider, 0), r.dnsServer(), request, nil, amplificationWindow)
+			return err
+		})
+		assertNoAmplification(t, "DNS from outside the served subnets", request, replies)
 	})
 }
 
-func abuseSyslog(t *testing.T, s *abuseStack, r *abuseRack, l rack.Listener) {
+// abuseBroadcastDHCP: machine B's interface broadcasts on rack B's link and gets its
+// reservation, with rack B as the server.
+func abuseBroadcastDHCP(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
+	r := racks.link
+	var conn net.PacketConn
+	netnstest.Run(t, r.cliNS, func() (err error) {
+		conn, err = nclient4.NewRawUDPConn(r.cliIf, dhcpv4.ClientPort)
+		return err
+	})
+	c, err := nclient4.NewWithConn(conn, mustMAC(t, s.machineB.HardwareAddrs[0]), nclient4.WithTimeout(time.Second), nclient4.WithRetry(1))
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lease, err := c.Request(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lease.ACK.YourIPAddr.String(); got != s.machineB.Address || lease.ACK.ServerIdentifier().String() != abuseLinkServer.String() {
+		t.Errorf("machine B's broadcast: address %s from %s, want its reservation %s from %s", got, lease.ACK.ServerIdentifier(), s.machineB.Address, abuseLinkServer)
+	}
+}
+
+func abuseSyslog(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listener) {
 	send := func(from netip.Addr, text string) {
 		d := net.Dialer{LocalAddr: localAddr(l.Network, from)}
 		conn, err := d.Dial(l.Network, l.Addr)

@@ -63,7 +63,8 @@ type abuseStack struct {
 	tokens   [principals]string
 	rackA    rack.State // the rack the paths name; startAbuseRack serves it
 	rackADir string     // its state dir
-	rackB    rack.State
+	rackB    rack.State // startLinkRack serves it in a network namespace
+	rackBDir string
 	machineA api.Machine
 	machineB api.Machine
 	jobA     api.Job // a job of machine A, which its agent may write
@@ -125,7 +126,8 @@ func startAbuseStack(t *testing.T) *abuseStack {
 	if s.rackA, err = rack.Register(ctx, rack.RegisterOptions{URLs: []string{s.url}, Secret: s.secret, Name: "rack-a", StateDir: s.rackADir}); err != nil {
 		t.Fatal(err)
 	}
-	if s.rackB, err = rack.Register(ctx, rack.RegisterOptions{URLs: []string{s.url}, Secret: s.secret, Name: "rack-b", StateDir: t.TempDir()}); err != nil {
+	s.rackBDir = t.TempDir()
+	if s.rackB, err = rack.Register(ctx, rack.RegisterOptions{URLs: []string{s.url}, Secret: s.secret, Name: "rack-b", StateDir: s.rackBDir}); err != nil {
 		t.Fatal(err)
 	}
 	s.tokens[ownRack], s.tokens[otherRack] = s.rackA.Token, s.rackB.Token
@@ -162,7 +164,7 @@ func abuseOutsider() netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// abuseRackBNet is rack B's subnet; nothing serves it.
+// abuseRackBNet is rack B's subnet, on the link of its network namespace.
 var abuseRackBNet = netip.MustParsePrefix("10.201.0.0/24")
 
 // abuseAddr is the address of net ending in last.
