@@ -101,6 +101,7 @@ func (s *abuseStack) startLinkRack(t *testing.T) *abuseLinkRack {
 	r := &abuseLinkRack{cliNS: cliNS, cliIf: cliIf, o: rack.Options{
 		StateDir:            s.rackBDir,
 		DHCPInterfaces:      []string{rackIf},
+		DNSListen:           []string{netip.AddrPortFrom(abuseLinkServer, 53).String()},
 		PodRefreshInterval:  -1,
 		HeartbeatInterval:   200 * time.Millisecond,
 		RegionCheckInterval: 200 * time.Millisecond,
@@ -112,20 +113,6 @@ func (s *abuseStack) startLinkRack(t *testing.T) *abuseLinkRack {
 	netnstest.IP(t, "-n", cliNS, "link", "set", cliIf, "address", s.machineB.HardwareAddrs[0])
 	netnstest.IP(t, "-n", cliNS, "addr", "add", abuseLinkClient.String()+"/24", "dev", cliIf)
 	netnstest.IP(t, "-n", cliNS, "addr", "add", abuseLinkOutsider.String()+"/24", "dev", cliIf)
-	// Its defaults (DNS on the interface's address) are the namespace's too.
-	listeners, err := func() (l []rack.Listener, err error) {
-		netnstest.Run(t, rackNS, func() error { l, err = r.o.Listeners(); return nil })
-		return l, err
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.o.DNSListen = nil
-	for _, l := range listeners {
-		if l.Service == rack.ServiceDNS && l.Network == "udp" {
-			r.o.DNSListen = append(r.o.DNSListen, l.Addr)
-		}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := netnstest.Start(rackNS, func() error { return rack.Serve(ctx, r.o) })
 	t.Cleanup(func() {
