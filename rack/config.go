@@ -54,12 +54,14 @@ type applier struct {
 	boots atomic.Pointer[map[string]httpboot.Boot] // by MAC string
 	// reserved maps the addresses DHCP reserves (machines' and other racks' leases) to their MACs.
 	reserved atomic.Pointer[map[netip.Addr]net.HardwareAddr]
+	served   atomic.Pointer[[]netip.Prefix] // the config's subnets (Serves)
 }
 
 func newApplier(rack string, d DHCP, own OwnLeases, base dhcp.Config, log *slog.Logger) *applier {
 	a := &applier{rack: rack, dhcp: d, own: own, base: base, log: log}
 	a.boots.Store(&map[string]httpboot.Boot{})
 	a.reserved.Store(&map[netip.Addr]net.HardwareAddr{})
+	a.served.Store(&[]netip.Prefix{})
 	return a
 }
 
@@ -89,6 +91,7 @@ func (a *applier) apply(raw json.RawMessage) error {
 		reserved[r.Addr] = r.MAC
 	}
 	a.reserved.Store(&reserved)
+	a.served.Store(&ds.Served)
 	a.log.Info("rack config applied", "subnets", len(dc.Subnets), "reservations", len(dc.Reservations))
 	return nil
 }

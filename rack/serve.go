@@ -178,7 +178,7 @@ func open(o Options) (_ *process, err error) {
 			p.log.Info("iPXE binaries installed in the boot dir", "from", o.IPXEDir, "files", installed)
 		}
 		if o.TFTPListen != "" {
-			srv, err := tftp.New(tftp.Config{Addr: o.TFTPListen, Dir: dir, Registry: reg, Logger: p.log.With("component", "tftp")})
+			srv, err := tftp.New(tftp.Config{Addr: o.TFTPListen, Dir: dir, Serves: cfg.Serves, Registry: reg, Logger: p.log.With("component", "tftp")})
 			if err != nil {
 				return nil, err
 			}

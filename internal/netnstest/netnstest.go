@@ -65,6 +65,15 @@ func IP(t *testing.T, args ...string) {
 // The thread stays locked and dies with its goroutine: nothing else ever runs in ns.
 func Run(t *testing.T, ns string, fn func() error) {
 	t.Helper()
+	if err := <-Start(ns, fn); err != nil {
+		t.Fatalf("in netns %s: %v", ns, err)
+	}
+}
+
+// Start is Run without the wait, for an fn that serves until its caller stops it (a rack
+// opening its sockets in ns): the channel gets fn's error. Goroutines fn starts run in the
+// test's own namespace, so they reach its loopback.
+func Start(ns string, fn func() error) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -80,7 +89,5 @@ func Run(t *testing.T, ns string, fn func() error) {
 		}
 		errc <- fn()
 	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in netns %s: %v", ns, err)
-	}
+	return errc
 }

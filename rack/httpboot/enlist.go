@@ -151,7 +151,11 @@ func (s *Server) serveAgentEnlist(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		s.metrics.enlist.WithLabelValues("invalid").Inc()
-		writeError(w, http.StatusBadRequest, "enlistment report: "+err.Error())
+		code := http.StatusBadRequest
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, code, "enlistment report: "+err.Error())
 		return
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 
 	"github.com/pin/tftp/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,10 @@ import (
 var (
 	ErrReadOnly = errors.New("write requests are refused: this TFTP server is read-only")
 	ErrBusy     = errors.New("server busy: too many transfers in progress, try again")
+	// errNotServed answers a client the rack does not serve: an error packet without a
+	// message (5 bytes) is smaller than any read request, so a forged source address
+	// cannot make the server send its victim more than the forger sent.
+	errNotServed = errors.New("")
 )
 
 // DefaultMaxTransfers bounds the transfers in progress at once (each holds a socket, a
@@ -36,6 +41,7 @@ type Server struct {
 	bytesSent prometheus.Counter
 	transfers *prometheus.CounterVec
 	slots     chan struct{} // one per transfer in progress
+	serves    func(netip.Addr) bool
 }
 
 // Config is what a Server serves and where it reports.
@@ -44,22 +50,26 @@ type Config struct {
 	Dir      *bootfs.Dir // the files served
 	Registry prometheus.Registerer
 	Logger   *slog.Logger // default slog.Default()
+	// Serves says whether a client's address is one the rack serves; nil serves every
+	// address. Others get an empty error and no file.
+	Serves func(netip.Addr) bool
 }
 
 // New returns a server of cfg.Dir on cfg.Addr and registers its metrics with cfg.Registry.
 func New(cfg Config) (*Server, error) {
 	s := &Server{
-		addr:  cfg.Addr,
-		dir:   cfg.Dir,
-		log:   cmp.Or(cfg.Logger, slog.Default()),
-		slots: make(chan struct{}, DefaultMaxTransfers),
+		addr:   cfg.Addr,
+		dir:    cfg.Dir,
+		log:    cmp.Or(cfg.Logger, slog.Default()),
+		slots:  make(chan struct{}, DefaultMaxTransfers),
+		serves: cfg.Serves,
 		bytesSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironflow_tftp_bytes_sent_total",
 			Help: "Bytes of file data sent over TFTP.",
 		}),
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironflow_tftp_requests_total",
-			Help: "TFTP requests by result (ok, refused, not_found, busy, failed).",
+			Help: "TFTP requests by result (ok, refused, not_found, busy, failed, not_served).",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{s.bytesSent, s.transfers} {
@@ -114,6 +124,11 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
 		addr := ot.RemoteAddr()
 		peer = addr.String()
+		if s.serves != nil && !s.serves(addr.AddrPort().Addr().Unmap()) {
+			s.transfers.WithLabelValues("not_served").Inc()
+			s.log.Debug("tftp read refused: the client is in no served subnet", "peer", peer, "file", name)
+			return errNotServed
+		}
 	}
 	select {
 	case s.slots <- struct{}{}:

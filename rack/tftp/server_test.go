@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -282,4 +283,38 @@ type countingWriter struct{ n int64 }
 func (w *countingWriter) Write(p []byte) (int, error) {
 	w.n += int64(len(p))
 	return len(p), nil
+}
+
+// TestClientsNotServedGetNoFile: a read request from an address the rack does not serve is
+// answered with an empty error, smaller than the request, so a forged source cannot turn the
+// server against it.
+func TestClientsNotServedGetNoFile(t *testing.T) {
+	dir := t.TempDir()
+	randomFile(t, filepath.Join(dir, "ipxe.efi"), 4096)
+	addr, _, _ := startServer(t, dir, func(s *Server) { s.serves = func(netip.Addr) bool { return false } })
+	// Not connected: the answer comes from the transfer's own port.
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	dst, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := []byte("\x00\x01ipxe.efi\x00octet\x00blksize\x001468\x00")
+	if _, err := pc.WriteTo(request, dst); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 2048)
+	if err := pc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := pc.ReadFrom(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > len(request) || n < 4 || reply[1] != 5 {
+		t.Fatalf("answer to a client not served: %d bytes %q, want an error packet of at most %d", n, reply[:n], len(request))
+	}
 }

@@ -57,6 +57,7 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	patterns map[string]bool // registered patterns, to tell the mux's own answers apart
+	table    []route         // every route in registration order (Routes)
 	metrics  *metrics
 	configs  *configCache
 	dns      *regiondns.Server
@@ -151,6 +152,7 @@ func (s *Server) routes() {
 // handle registers rt behind authentication and the permission table.
 func (s *Server) handle(rt route) {
 	s.patterns[rt.pattern] = true
+	s.table = append(s.table, rt)
 	s.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 		c := &call{}
 		if err := checkRequestText(r); err != nil {
