@@ -468,3 +468,15 @@ func TestServedClientTakesTheSlotOfTheLongestSilentUnattributed(t *testing.T) {
 		return len(r.region.texts()) == 2
 	})
 }
+
+// TestFormatCharactersArriveEscaped: bidi controls, zero-width and line separator characters
+// reach the region escaped in every field, like control characters, so that no line shows
+// differently from what it holds.
+func TestFormatCharactersArriveEscaped(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{})
+	write(t, r.dial(t, "udp", ""), "<13>1 - evil\u202ehost app\u200b - - - invoice\u202efdp.exe\u202c\u2028ok")
+	testutil.Eventually(t, 5*time.Second, "the message at the region", func() bool { return len(r.region.messages()) == 1 })
+	if m := r.region.messages()[0]; m.Hostname != `evil\u202ehost` || m.App != `app\u200b` || m.Text != `invoice\u202efdp.exe\u202c\u2028ok` {
+		t.Fatalf("stored host %q app %q text %q, want format characters escaped", m.Hostname, m.App, m.Text)
+	}
+}
