@@ -274,8 +274,8 @@ func bsdYear(t, now time.Time) time.Time {
 // (C0, DEL, C1), a format character (category Cf: bidi controls, zero-width characters, the
 // BOM) or a line or paragraph separator is written \xNN, \uNNNN or \UNNNNNNNN, an invalid
 // byte \xNN. A backslash is kept as it is, so escaping escaped text changes nothing: a reader
-// may escape again what it cannot trust to be escaped. The price is that a sender's own
-// "\x1b" reads like an escaped ESC, which shows nothing other than what is printed.
+// may escape again what it cannot trust to be escaped. The price: a sender's own text "\x1b"
+// prints like an escaped ESC; either way the screen shows exactly the characters printed.
 func Escape(b []byte) string {
 	var sb strings.Builder
 	sb.Grow(len(b))
@@ -298,9 +298,9 @@ func Escape(b []byte) string {
 	return sb.String()
 }
 
-// EscapeString is Escape for a string, which it returns as it is when there is nothing to
+// escapeString is Escape for a string, which it returns as it is when there is nothing to
 // escape.
-func EscapeString(s string) string {
+func escapeString(s string) string {
 	if Clean(s) == nil {
 		return s
 	}
@@ -312,7 +312,7 @@ func EscapeString(s string) string {
 // escape, cannot put it raw on a user's screen. What is escaped already stays as it is.
 func EscapeRecord(m *api.SyslogMessage) {
 	for _, f := range []*string{&m.Machine, &m.Rack, &m.Addr, &m.MAC, &m.Hostname, &m.App, &m.ProcID, &m.MsgID, &m.Text} {
-		*f = EscapeString(*f)
+		*f = escapeString(*f)
 	}
 }
 
