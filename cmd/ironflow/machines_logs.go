@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ironflow/ironflow/internal/backoff"
+	"github.com/ironflow/ironflow/internal/syslogmsg"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 )
@@ -29,10 +30,10 @@ func newMachineLogsCommand() *cobra.Command {
 		Use:   "logs KEY [--follow] [--since DURATION|TIME]",
 		Short: "Show a machine's syslog, received by its rack, oldest first",
 		Long: "Show the syslog messages the machine's rack received from it, oldest first, one per line:\n" +
-			"received time, source address, severity, host, app[pid] and text (control characters\n" +
-			"arrive escaped as \\xNN). -o json prints one JSON object per line. --since takes a duration\n" +
-			"(1h: the last hour) or an RFC 3339 time; --follow keeps printing new messages until\n" +
-			"interrupted.",
+			"received time, source address, severity, host, app[pid] and text (control and format\n" +
+			"characters are printed escaped: \\x1b, \\u202e). -o json prints one JSON object per line.\n" +
+			"--since takes a duration (1h: the last hour) or an RFC 3339 time; --follow keeps printing\n" +
+			"new messages until interrupted.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			filters := url.Values{"limit": {strconv.Itoa(logsPage)}}
@@ -80,6 +81,7 @@ func followLogs(ctx context.Context, c *client.Client, key string, filters url.V
 			return err
 		}
 		for _, m := range page {
+			syslogmsg.EscapeRecord(&m) // a region that does not escape must not reach the terminal raw
 			if err := print(m); err != nil {
 				return err
 			}

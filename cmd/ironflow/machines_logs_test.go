@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -84,6 +85,31 @@ func TestMachineLogsPrintsLines(t *testing.T) {
 	out.Reset()
 	if code := run(context.Background(), []string{"-E", url, "machines", "logs", "Name:birdy", "-o", "json"}, nil, &out, &errOut); code != 0 || strings.Count(out.String(), "\n") != 2 || !strings.HasPrefix(out.String(), `{"ID":1,`) {
 		t.Fatalf("json lines: exit %d: %s", code, out.String())
+	}
+}
+
+// TestMachineLogsEscapesWhatTheRegionSendsRaw: control, bidi and zero-width characters a
+// region sends raw (stored before they were escaped, or a region that does not escape) are
+// printed escaped in every field, as text lines and as JSON, so that no line shows
+// differently from what it holds.
+func TestMachineLogsEscapesWhatTheRegionSendsRaw(t *testing.T) {
+	l, url := startLogsRegion(t)
+	l.add("invoice\u202efdp.exe\u202c\u200b\x1b[2J", time.Date(2026, 12, 1, 15, 0, 1, 0, time.UTC))
+	l.logs[0].Hostname, l.logs[0].App, l.logs[0].ProcID = "birdy\u2066", "kernel\u2028", "1\ufeff"
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-E", url, "machines", "logs", "Name:birdy"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if want := `2026-12-01T15:00:01Z 10.77.0.100 info    birdy\u2066 kernel\u2028[1\ufeff]: invoice\u202efdp.exe\u202c\u200b\x1b[2J` + "\n"; out.String() != want {
+		t.Fatalf("output\n%q\nwant\n%q", out.String(), want)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-E", url, "machines", "logs", "Name:birdy", "-o", "json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("json: exit %d: %s", code, errOut.String())
+	}
+	var m api.SyslogMessage
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil || m.Text != `invoice\u202efdp.exe\u202c\u200b\x1b[2J` || m.Hostname != `birdy\u2066` || m.App != `kernel\u2028` || m.ProcID != `1\ufeff` {
+		t.Fatalf("json line %s (%v), want every field escaped", out.String(), err)
 	}
 }
 

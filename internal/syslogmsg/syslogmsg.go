@@ -1,7 +1,9 @@
 // Package syslogmsg parses one syslog message, in the format of RFC 5424 or the BSD format of
-// RFC 3164, and makes every text field safe to store and print: control characters and
-// invalid UTF-8 are escaped, never kept raw. The rack parses with it; the region checks what
-// racks send with Clean.
+// RFC 3164, and makes every text field safe to store and print: control characters, format
+// characters (bidi controls, zero-width characters) and invalid UTF-8 are escaped, never
+// kept raw, so that a line cannot show differently from what it holds. The rack parses with
+// it; the region checks what racks send with Clean; the region's logs route and the CLI
+// escape what they show with EscapeRecord.
 package syslogmsg
 
 import (
@@ -13,13 +15,15 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // MaxLine is the longest message the rack accepts (bytes on the wire, framing excluded).
 const MaxLine = 8192
 
-// MaxText bounds an escaped message text: escaping turns one byte into at most 6 (\u0085 for
-// a two-byte C1 control is 6 bytes for 2).
+// MaxText bounds an escaped message text: escaping turns one byte into at most 4 (\xNN; a
+// longer escape stands for a rune of 2 to 4 bytes).
 const MaxText = 4 * MaxLine
 
 // Lengths of the header fields (RFC 5424 section 6).
@@ -30,8 +34,8 @@ const (
 	MaxMsgID    = 32
 )
 
-// Message is one parsed syslog message. Every string is valid UTF-8 without control
-// characters (see Escape).
+// Message is one parsed syslog message. Every string is valid UTF-8 without control or
+// format characters (see Escape).
 type Message struct {
 	Facility int       // 0..23
 	Severity int       // 0..7
@@ -266,8 +270,12 @@ func bsdYear(t, now time.Time) time.Time {
 	return t
 }
 
-// Escape returns b as valid UTF-8 without control characters: a control character (C0, DEL,
-// C1, and the line and paragraph separators) is written \xNN or \uNNNN, an invalid byte \xNN.
+// Escape returns b as valid UTF-8 without control or format characters: a control character
+// (C0, DEL, C1), a format character (category Cf: bidi controls, zero-width characters, the
+// BOM) or a line or paragraph separator is written \xNN, \uNNNN or \UNNNNNNNN, an invalid
+// byte \xNN. A backslash is kept as it is, so escaping escaped text changes nothing: a reader
+// may escape again what it cannot trust to be escaped. The price: a sender's own text "\x1b"
+// prints like an escaped ESC; either way the screen shows exactly the characters printed.
 func Escape(b []byte) string {
 	var sb strings.Builder
 	sb.Grow(len(b))
@@ -276,16 +284,36 @@ func Escape(b []byte) string {
 		switch {
 		case r == utf8.RuneError && size <= 1:
 			writeHex(&sb, `\x`, uint32(b[0]), 2)
-		case r < utf8.RuneSelf && unsafeRune(r):
+		case !unsafeRune(r):
+			sb.Write(b[:size])
+		case r < utf8.RuneSelf:
 			writeHex(&sb, `\x`, uint32(r), 2)
-		case unsafeRune(r):
+		case r <= 0xffff:
 			writeHex(&sb, `\u`, uint32(r), 4)
 		default:
-			sb.Write(b[:size])
+			writeHex(&sb, `\U`, uint32(r), 8)
 		}
 		b = b[size:]
 	}
 	return sb.String()
+}
+
+// escapeString is Escape for a string, which it returns as it is when there is nothing to
+// escape.
+func escapeString(s string) string {
+	if Clean(s) == nil {
+		return s
+	}
+	return Escape([]byte(s))
+}
+
+// EscapeRecord escapes every string field of a message read back from the region, for
+// showing: one stored before a character was escaped, or sent by a region that does not
+// escape, cannot put it raw on a user's screen. What is escaped already stays as it is.
+func EscapeRecord(m *api.SyslogMessage) {
+	for _, f := range []*string{&m.Machine, &m.Rack, &m.Addr, &m.MAC, &m.Hostname, &m.App, &m.ProcID, &m.MsgID, &m.Text} {
+		*f = escapeString(*f)
+	}
 }
 
 // writeHex writes prefix and the low digits hex digits of v.
@@ -297,19 +325,22 @@ func writeHex(sb *strings.Builder, prefix string, v uint32, digits int) {
 	}
 }
 
+// unsafeRune reports a rune that is not shown as itself: a control character moves the
+// cursor or rings, a format character reorders or hides what follows (U+202E shows
+// "fdp.exe" as "exe.pdf"), a line or paragraph separator breaks the line.
 func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // Clean reports why s may not be stored as a syslog text field: invalid UTF-8 or a control
-// character. The region applies it to what racks send.
+// or format character. The region applies it to what racks send.
 func Clean(s string) error {
 	if !utf8.ValidString(s) {
 		return errors.New("not valid UTF-8")
 	}
 	for i, r := range s {
 		if unsafeRune(r) {
-			return fmt.Errorf("control character %s at byte %d", strconv.QuoteRune(r), i)
+			return fmt.Errorf("control or format character %s at byte %d", strconv.QuoteRune(r), i)
 		}
 	}
 	return nil

@@ -32,6 +32,10 @@ func TestParse(t *testing.T) {
 		{"broken 5424 falls back to text", `<13>1 notatime h a - - - m`, Message{Facility: 1, Severity: 5, Text: "1 notatime h a - - - m"}},
 		{"control characters escaped", "<13>app: a\x1b[31mred\x00\x7f\xc2\x85\u2028\xff", Message{Facility: 1, Severity: 5, App: "app", Text: `a\x1b[31mred\x00\x7f\u0085\u2028\xff`}},
 		{"newline in 5424 host escaped", "<13>1 - h\x01 a - - - m", Message{Facility: 1, Severity: 5, Hostname: `h\x01`, App: "a", Text: "m"}},
+		{"format characters escaped in every 5424 field", "<13>1 - h\u202e a\u200b p\u2066 m\ufeff [x k=\"\u200d\"] gnp.exe\u202c\u2029\U000e0041",
+			Message{Facility: 1, Severity: 5, Hostname: `h\u202e`, App: `a\u200b`, ProcID: `p\u2066`, MsgID: `m\ufeff`, Text: `[x k="\u200d"] gnp.exe\u202c\u2029\U000e0041`}},
+		{"format characters escaped in 3164 fields", "<13>Oct 11 22:14:15 h\u200f su[1\u061c]: \u202eabc\u2028",
+			Message{Facility: 1, Severity: 5, Time: time.Date(2026, 10, 11, 22, 14, 15, 0, time.UTC), Hostname: `h\u200f`, App: "su", ProcID: `1\u061c`, Text: `\u202eabc\u2028`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,9 +63,22 @@ func TestParseRefusesGarbage(t *testing.T) {
 }
 
 func TestClean(t *testing.T) {
-	for s, ok := range map[string]bool{"plain text é": true, `a\x00b`: true, "tab\there": false, "nl\n": false, "\xff": false, "\u0085": false, "\u2029": false} {
+	for s, ok := range map[string]bool{"plain text é": true, `a\x00b`: true, "tab\there": false, "nl\n": false, "\xff": false, "\u0085": false, "\u2029": false,
+		"\u202e": false, "\u202c": false, "\u200b": false, "\u2028": false, "\ufeff": false, "\U000e0001": false, `\u202e`: true} {
 		if err := Clean(s); (err == nil) != ok {
 			t.Errorf("Clean(%q) = %v, want ok=%v", s, err, ok)
+		}
+	}
+}
+
+// TestEscapeLeavesEscapedTextAsItIs: escaping what is already escaped changes nothing, so a
+// reader may escape again what it cannot trust to be escaped (rows stored before a character
+// was escaped, another region) without garbling what was.
+func TestEscapeLeavesEscapedTextAsItIs(t *testing.T) {
+	for _, raw := range []string{"plain é", "a\x1b[31m\x00\xff\u0085", "\u202egnp.exe\u202c \u200b\u2028\U000e0041"} {
+		once := Escape([]byte(raw))
+		if twice := Escape([]byte(once)); twice != once || Clean(once) != nil {
+			t.Errorf("Escape(%q) = %q, again %q", raw, once, twice)
 		}
 	}
 }

@@ -19,8 +19,9 @@ const (
 
 // Reasons a TCP connection is refused (the label of ironflow_syslog_connections_refused_total).
 const (
-	RefuseTotal     = "total"      // MaxConns connections were open
-	RefusePerClient = "per_client" // MaxConnsPerClient connections of that address were open
+	RefuseTotal        = "total"        // MaxConns connections were open
+	RefusePerClient    = "per_client"   // MaxConnsPerClient connections of that address were open
+	RefuseUnattributed = "unattributed" // no client holds its address and MaxUnattributedConns such connections were open
 )
 
 // Metrics are the receiver's and the forwarder's counters.
@@ -28,6 +29,7 @@ type Metrics struct {
 	received *prometheus.CounterVec
 	dropped  *prometheus.CounterVec
 	refused  *prometheus.CounterVec
+	evicted  prometheus.Counter
 	sent     prometheus.Counter
 	depth    prometheus.Gauge
 }
@@ -45,8 +47,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironflow_syslog_connections_refused_total",
-			Help: "Syslog TCP connections closed at once because of the connection limits, by limit (total, per_client).",
+			Help: "Syslog TCP connections closed at once because of the connection limits, by limit (total, per_client, unattributed).",
 		}, []string{"limit"}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironflow_syslog_connections_evicted_total",
+			Help: "Syslog TCP connections from unattributed addresses closed to give their slot to a client of the rack.",
+		}),
 		sent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironflow_syslog_forwarded_total",
 			Help: "Syslog messages the region stored.",
@@ -59,11 +65,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []string{DropMalformed, DropTooLong, DropUnattributed, DropBufferFull, DropRateLimited, DropRejected, DropRefused} {
 		m.dropped.WithLabelValues(r) // exported as 0 from the start
 	}
-	for _, r := range []string{RefuseTotal, RefusePerClient} {
+	for _, r := range []string{RefuseTotal, RefusePerClient, RefuseUnattributed} {
 		m.refused.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.received, m.dropped, m.refused, m.sent, m.depth} {
+		for _, c := range []prometheus.Collector{m.received, m.dropped, m.refused, m.evicted, m.sent, m.depth} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("syslog metrics: %w", err)
 			}

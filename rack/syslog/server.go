@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,9 +39,14 @@ type Config struct {
 	Attribute         Attributor
 	Forwarder         *Forwarder
 	Metrics           *Metrics
-	MaxConns          int           // TCP connections at once (default 256)
-	MaxConnsPerClient int           // TCP connections of one source address at once (default 4)
-	IdleTimeout       time.Duration // a TCP connection silent this long is closed (default 2m)
+	MaxConns          int // TCP connections at once (default 256)
+	MaxConnsPerClient int // TCP connections of one source address at once (default 4)
+	// TCP connections at once from addresses no client of the rack holds (default 16, at most
+	// MaxConns). Their messages are dropped anyway; the budget only keeps them from taking the
+	// slots of the clients the rack serves, which also take the slot of the longest-silent of
+	// them when every slot is held.
+	MaxUnattributedConns int
+	IdleTimeout          time.Duration // a TCP connection silent this long is closed (default 2m)
 	// Messages one client (source address) may send per second on average, and at once: a
 	// booting kernel's burst fits, a flood from one machine cannot crowd out the others
 	// (defaults 200 and 2,000).
@@ -57,15 +63,23 @@ type Server struct {
 	udp *net.UDPConn
 	tcp *net.TCPListener
 
-	mu        sync.Mutex
-	closed    bool // Serve is ending: no more connections
-	conns     map[net.Conn]struct{}
-	perClient map[netip.Addr]int
+	mu           sync.Mutex
+	closed       bool // Serve is ending: no more connections
+	conns        map[net.Conn]*tcpClient
+	perClient    map[netip.Addr]int
+	unattributed int // connections in conns whose source was unattributed when last checked
 
 	limitsMu  sync.Mutex
 	limits    map[netip.Addr]*clientLimit // attributed clients only: bounded by the rack's leases and reservations
 	lastSweep time.Time
 	limitIdle time.Duration // longer than an empty budget takes to refill, so forgetting one never grants more
+}
+
+// tcpClient is what admission knows of one open TCP connection.
+type tcpClient struct {
+	src          netip.Addr
+	attributed   bool         // the source had a client of the rack when last checked (under Server.mu)
+	lastReceived atomic.Int64 // Unix nanoseconds of the last frame (or of the accept)
 }
 
 // clientLimit is one client's message budget.
@@ -86,6 +100,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerClient <= 0 {
 		cfg.MaxConnsPerClient = 4
 	}
+	if cfg.MaxUnattributedConns <= 0 {
+		cfg.MaxUnattributedConns = 16
+	}
+	cfg.MaxUnattributedConns = min(cfg.MaxUnattributedConns, cfg.MaxConns)
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 2 * time.Minute
 	}
@@ -101,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]struct{}{}, perClient: map[netip.Addr]int{},
+	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]*tcpClient{}, perClient: map[netip.Addr]int{},
 		limits: map[netip.Addr]*clientLimit{}, limitIdle: time.Minute + time.Duration(float64(cfg.BurstPerClient)/float64(cfg.RatePerClient)*float64(time.Second))}
 	ua, err := net.ResolveUDPAddr("udp", cfg.Addr)
 	if err != nil {
@@ -186,14 +204,17 @@ func (s *Server) serveTCP(ctx context.Context, g *errgroup.Group) {
 			continue
 		}
 		src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
-		if limit := s.admit(c, src); limit != "" {
+		tc := &tcpClient{src: src}
+		_, tc.attributed = s.cfg.Attribute(src)
+		tc.lastReceived.Store(time.Now().UnixNano())
+		if limit := s.admit(c, tc); limit != "" {
 			s.cfg.Metrics.refused.WithLabelValues(limit).Inc()
 			c.Close()
 			continue
 		}
 		g.Go(func() error {
-			defer s.release(c, src)
-			s.serveConn(c, src)
+			defer s.release(c)
+			s.serveConn(c, tc)
 			return nil
 		})
 	}
@@ -213,42 +234,92 @@ func (s *Server) pause(ctx context.Context, op string, err error) error {
 	return backoff.Sleep(ctx, errorPause)
 }
 
-// admit counts c in, or names the limit that refuses it.
-func (s *Server) admit(c net.Conn, src netip.Addr) string {
+// admit counts c in, or names the limit that refuses it. A source no client of the rack holds
+// gets at most MaxUnattributedConns of the slots; a client of the rack finding every slot held
+// takes the slot of the longest-silent unattributed connection, so that addresses the rack
+// serves nobody on cannot keep its machines' logs out.
+func (s *Server) admit(c net.Conn, tc *tcpClient) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
 		return RefuseTotal
-	case len(s.conns) >= s.cfg.MaxConns:
-		return RefuseTotal
-	case s.perClient[src] >= s.cfg.MaxConnsPerClient:
+	case s.perClient[tc.src] >= s.cfg.MaxConnsPerClient:
 		return RefusePerClient
+	case !tc.attributed && s.unattributed >= s.cfg.MaxUnattributedConns:
+		return RefuseUnattributed
+	case len(s.conns) >= s.cfg.MaxConns && (!tc.attributed || !s.evictUnattributed()):
+		return RefuseTotal
 	}
-	s.conns[c] = struct{}{}
-	s.perClient[src]++
+	s.conns[c] = tc
+	s.perClient[tc.src]++
+	if !tc.attributed {
+		s.unattributed++
+	}
 	return ""
 }
 
-func (s *Server) release(c net.Conn, src netip.Addr) {
+// evictUnattributed closes the unattributed connection silent the longest and frees its slot,
+// or reports that there is none. A connection whose source has become a client of the rack
+// since (a lease granted after it connected) is counted as attributed instead. s.mu is held.
+func (s *Server) evictUnattributed() bool {
+	var victim net.Conn
+	var oldest int64
+	for c, tc := range s.conns {
+		if tc.attributed {
+			continue
+		}
+		if _, tc.attributed = s.cfg.Attribute(tc.src); tc.attributed {
+			s.unattributed--
+			continue
+		}
+		if t := tc.lastReceived.Load(); victim == nil || t < oldest {
+			victim, oldest = c, t
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	victim.Close()
+	s.forget(victim)
+	s.cfg.Metrics.evicted.Inc()
+	return true
+}
+
+// release closes c and frees its slot, unless evictUnattributed has already.
+func (s *Server) release(c net.Conn) {
 	c.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forget(c)
+}
+
+// forget frees the slot of c, when it holds one. s.mu is held.
+func (s *Server) forget(c net.Conn) {
+	tc, ok := s.conns[c]
+	if !ok {
+		return
+	}
 	delete(s.conns, c)
-	if s.perClient[src]--; s.perClient[src] <= 0 {
-		delete(s.perClient, src)
+	if !tc.attributed {
+		s.unattributed--
+	}
+	if s.perClient[tc.src]--; s.perClient[tc.src] <= 0 {
+		delete(s.perClient, tc.src)
 	}
 }
 
 // serveConn reads messages until the client closes, stays idle too long or sends a frame that
 // cannot be resynchronised.
-func (s *Server) serveConn(c net.Conn, src netip.Addr) {
+func (s *Server) serveConn(c net.Conn, tc *tcpClient) {
+	src := tc.src
 	r := bufio.NewReaderSize(c, syslogmsg.MaxLine+2)
 	for {
 		if err := c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout)); err != nil {
 			return
 		}
 		frame, err := readFrame(r, syslogmsg.MaxLine)
+		tc.lastReceived.Store(time.Now().UnixNano())
 		switch {
 		case errors.Is(err, errTooLong):
 			s.cfg.Metrics.received.WithLabelValues("tcp").Inc()

@@ -384,3 +384,99 @@ func TestOneClientsFloodIsLimitedAndOthersPass(t *testing.T) {
 		t.Errorf("rate_limited drops %v, want 3", n)
 	}
 }
+
+// refusedConns is how many TCP connections the receiver refused, under any limit.
+func (r *receiver) refusedConns(t *testing.T) float64 {
+	t.Helper()
+	families, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == "ironflow_syslog_connections_refused_total" {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// floodConns opens perAddr TCP connections from each of addrs loopback addresses starting at
+// 127.0.2.1 (none attributed) and sends one message on each; it returns once the receiver
+// has either refused each connection or read its message.
+func (r *receiver) floodConns(t *testing.T, addrs, perAddr int) {
+	t.Helper()
+	for i := range addrs {
+		from := netip.AddrFrom4([4]byte{127, 0, 2, byte(1 + i)}).String()
+		for range perAddr {
+			write(t, r.dial(t, "tcp", from), "<13>app: holding a slot\n")
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "every flood connection refused or read", func() bool {
+		return r.refusedConns(t)+r.metric(t, "ironflow_syslog_dropped_total", DropUnattributed) == float64(addrs*perAddr)
+	})
+}
+
+// TestUnattributedFloodLeavesAttributedClientsASlot: connections from addresses the rack
+// serves no client on (111 addresses, 4 connections each, more than the 256 slots) cannot
+// take the slots of the clients it serves: those beyond their own small budget are refused,
+// and a served client's TCP message still arrives.
+func TestUnattributedFloodLeavesAttributedClientsASlot(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{})
+	r.floodConns(t, 111, 4)
+	write(t, r.dial(t, "tcp", "127.0.0.1"), "<13>app: from a served machine\n")
+	testutil.Eventually(t, 5*time.Second, "the served machine's message at the region", func() bool {
+		return slices.Equal(r.region.texts(), []string{"from a served machine"})
+	})
+}
+
+// TestServedClientTakesTheSlotOfTheLongestSilentUnattributed: when every slot is held, a
+// client of the rack closes the unattributed connection silent the longest and takes its
+// slot; a connection whose address has become a client's since it connected is not taken.
+func TestServedClientTakesTheSlotOfTheLongestSilentUnattributed(t *testing.T) {
+	var leased sync.Map // addresses that became attributed after connecting
+	attribute := func(a netip.Addr) (net.HardwareAddr, bool) {
+		_, late := leased.Load(a)
+		return clientMAC, a == netip.MustParseAddr("127.0.0.1") || late
+	}
+	r := startReceiver(t, Config{MaxConns: 3, MaxUnattributedConns: 3, Attribute: attribute}, ForwarderOptions{})
+	var conns []net.Conn
+	for i, from := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		c := r.dial(t, "tcp", from)
+		write(t, c, "<13>app: unattributed\n")
+		testutil.Eventually(t, 5*time.Second, "the connection read", func() bool {
+			return r.metric(t, "ironflow_syslog_dropped_total", DropUnattributed) == float64(i+1)
+		})
+		conns = append(conns, c)
+	}
+	leased.Store(netip.MustParseAddr("127.0.0.2"), true) // the oldest is a client's now
+	write(t, r.dial(t, "tcp", "127.0.0.1"), "<13>app: from a served machine\n")
+	testutil.Eventually(t, 5*time.Second, "the served machine's message at the region", func() bool {
+		return slices.Equal(r.region.texts(), []string{"from a served machine"})
+	})
+	conns[1].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conns[1].Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("the longest-silent unattributed connection: read %v, want EOF", err)
+	}
+	if n := r.metric(t, "ironflow_syslog_connections_evicted_total", ""); n != 1 {
+		t.Fatalf("evicted %v, want 1", n)
+	}
+	write(t, conns[0], "<13>app: leased since\n")
+	testutil.Eventually(t, 5*time.Second, "the message of the connection leased since", func() bool {
+		return len(r.region.texts()) == 2
+	})
+}
+
+// TestFormatCharactersArriveEscaped: bidi controls, zero-width and line separator characters
+// reach the region escaped in every field, like control characters, so that no line shows
+// differently from what it holds.
+func TestFormatCharactersArriveEscaped(t *testing.T) {
+	r := startReceiver(t, Config{}, ForwarderOptions{})
+	write(t, r.dial(t, "udp", ""), "<13>1 - evil\u202ehost app\u200b - - - invoice\u202efdp.exe\u202c\u2028ok")
+	testutil.Eventually(t, 5*time.Second, "the message at the region", func() bool { return len(r.region.messages()) == 1 })
+	if m := r.region.messages()[0]; m.Hostname != `evil\u202ehost` || m.App != `app\u200b` || m.Text != `invoice\u202efdp.exe\u202c\u2028ok` {
+		t.Fatalf("stored host %q app %q text %q, want format characters escaped", m.Hostname, m.App, m.Text)
+	}
+}

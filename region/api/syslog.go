@@ -7,16 +7,18 @@ import "time"
 //
 //	POST /api/v1/racks/{uuid}/syslog      []SyslogMessage -> SyslogSyncResult (rack tokens
 //	     only, for the rack's own UUID; a message is refused on its own, in Rejected, when it
-//	     is malformed, holds a control character, comes from an address outside the subnets
-//	     the rack serves or held by another rack's live lease, or names no machine by MAC)
+//	     is malformed, holds a control or format character, comes from an address outside
+//	     the subnets the rack serves or held by another rack's live lease, or names no
+//	     machine by MAC)
 //	GET  /api/v1/machines/{key}/logs?Since=TIME&After=ID&offset=&limit=
 //	     -> []SyslogMessage, oldest first, paged like every list (HeaderNext). Since is an
 //	     RFC 3339 time (messages received then or later), After an ID (messages stored after
-//	     it: what a follower asks for next).
+//	     it: what a follower asks for next). Every field is escaped (syslogmsg.EscapeRecord).
 
 // SyslogMessage is one syslog message of a machine. The rack fills everything but ID and
-// Machine, which the region sets when it stores it. Text fields never hold control
-// characters: the rack escapes them (internal/syslogmsg) and the region refuses them.
+// Machine, which the region sets when it stores it. Text fields never hold control or format
+// characters: the rack escapes them (internal/syslogmsg), the region refuses them and escapes
+// what it serves.
 type SyslogMessage struct {
 	ID       int64     `json:"ID,omitempty"`
 	Machine  string    `json:"Machine,omitempty"` // machine UUID

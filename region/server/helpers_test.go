@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type env struct {
 	t      testing.TB
 	st     *store.Store
+	db     string            // the database's URL, for rows a test writes as an earlier version did
 	base   string            // http://127.0.0.1:port
 	tokens map[string]string // role -> token
 }
@@ -35,7 +36,8 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.NewDatabase(t))
+	db := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil || !created {
 		t.Fatalf("BootstrapAdmin = %v, %v", created, err)
 	}
-	e := &env{t: t, st: st, tokens: map[string]string{api.RoleAdmin: admin}}
+	e := &env{t: t, st: st, db: db, tokens: map[string]string{api.RoleAdmin: admin}}
 	e.base = startServer(t, st, "test-region")
 	for _, role := range []string{api.RoleOperator, api.RoleReadonly, api.RoleRack} {
 		e.tokens[role] = e.userToken(role+"-user", role)

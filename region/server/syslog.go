@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/syslogmsg"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/store"
 )
@@ -52,7 +53,8 @@ func (s *Server) syncRackSyslog(w http.ResponseWriter, r *http.Request, c *call)
 }
 
 // machineLogs answers a machine's syslog, oldest first, filtered by Since (RFC 3339) and
-// After (an ID), paged.
+// After (an ID), paged. Every field is escaped again: rows stored before a character was
+// refused on the way in hold it raw.
 func (s *Server) machineLogs(w http.ResponseWriter, r *http.Request, _ *call) error {
 	opts, err := listOptions(r)
 	if err != nil {
@@ -83,6 +85,9 @@ func (s *Server) machineLogs(w http.ResponseWriter, r *http.Request, _ *call) er
 		return err
 	}
 	opts.page(w, &logs)
+	for i := range logs {
+		syslogmsg.EscapeRecord(&logs[i])
+	}
 	writeList(w, &logs)
 	return nil
 }

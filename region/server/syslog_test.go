@@ -2,12 +2,15 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/server"
@@ -123,6 +126,42 @@ func TestRackSyslog(t *testing.T) {
 	}
 	// A machine token reads nothing, not even its own machine's syslog.
 	doRequest(t, e.machineToken(f.machine), http.MethodGet, e.base+"/api/v1/machines/Name:birdy/logs", nil).apiError(t, http.StatusForbidden)
+}
+
+// TestMachineLogsEscapeFormatCharacters: a rack's message holding a raw bidi control or
+// zero-width character is refused like one holding a control character, and a message stored
+// with them before is served with them escaped, in every field, so that no line shows
+// differently from what it holds.
+func TestMachineLogsEscapeFormatCharacters(t *testing.T) {
+	t.Parallel()
+	f := newSyslogFixture(t)
+	raw := f.msg("10.5.0.100", "52:54:00:00:05:01", "invoice\u202efdp.exe\u202c\u200b")
+	var res api.SyslogSyncResult
+	decodeJSON(t, doRequest(t, f.rack.Token, http.MethodPost, f.path, []api.SyslogMessage{raw}), &res)
+	if res.Stored != 0 || len(res.Rejected) != 1 || res.Rejected[0].Reason != store.SyslogInvalid {
+		t.Fatalf("a raw format character: %+v, want the message refused as invalid", res)
+	}
+
+	db, err := pgx.Connect(context.Background(), f.e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	raw.Machine, raw.Rack, raw.Hostname, raw.ProcID, raw.MsgID = f.machine, f.rack.Rack.Uuid, "birdy\u2066", "1\u2028", "m\ufeff"
+	doc, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(context.Background(), "INSERT INTO syslog (machine, received, doc) VALUES ($1, $2, $3)", f.machine, f.now, doc); err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := f.logs(t, "")
+	if len(logs) != 1 {
+		t.Fatalf("%d logs, want the one stored raw", len(logs))
+	}
+	if m := logs[0]; m.Text != `invoice\u202efdp.exe\u202c\u200b` || m.Hostname != `birdy\u2066` || m.ProcID != `1\u2028` || m.MsgID != `m\ufeff` || m.App != "test" {
+		t.Fatalf("served text %q host %q procid %q msgid %q app %q, want format characters escaped", m.Text, m.Hostname, m.ProcID, m.MsgID, m.App)
+	}
 }
 
 // TestMachineLogsPagingAndFilters: logs come oldest first, paged with HeaderNext, and After
