@@ -173,6 +173,9 @@ func (s *Server) handle(rt route) {
 				return
 			}
 			c.by, c.own = by, acc == ownOnly
+			if isMoveCall(r, c) {
+				r = r.WithContext(store.AsMove(r.Context()))
+			}
 		}
 		if rt.queue != "" {
 			queued, err := s.holdWrite(w, r, c, kindNamed(rt.queue), rt.h)
