@@ -93,7 +93,8 @@ func realPair(t *testing.T) pair {
 	return pair{realRegion(t, "region-a"), realRegion(t, "region-b")}
 }
 
-// realRegion serves a fresh database over HTTP on loopback, reached with an admin token.
+// realRegion serves a fresh database over HTTP on loopback, reached as the workers reach it:
+// an admin token, its calls marked as the move's.
 func realRegion(t *testing.T, name string) region {
 	t.Helper()
 	ctx := context.Background()
@@ -122,7 +123,7 @@ func realRegion(t *testing.T, name string) region {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	c := activities.ClientRegion{Client: client.New(url, token)}
+	c := activities.ClientRegion{Client: client.New(url, token, client.AsMove())} // as the workers reach regions
 	admin := store.Principal{User: "contract", Role: api.RoleAdmin}
 	return region{
 		Region: c, rack: c, name: name, url: url,

@@ -28,13 +28,14 @@ func AsMove(ctx context.Context) context.Context { return context.WithValue(ctx,
 
 func isMove(ctx context.Context) bool { return ctx.Value(moveKey{}) != nil }
 
-// refuseUnlessMove refuses (ErrForbidden) to do what to rack, held by the transfer run held,
-// unless ctx is the move's: a pause a move holds is ended by that move, or its recovery, only.
+// refuseUnlessMove refuses (ErrForbidden) to do what to rack for the transfer run held (the
+// rack's hold, or one a call names) unless ctx is the move's: a pause a move holds is ended
+// by that move, or its recovery, only.
 func refuseUnlessMove(ctx context.Context, rack string, held api.RackHold, what string) error {
 	if held.IsZero() || isMove(ctx) {
 		return nil
 	}
-	return classed(ErrForbidden, "rack %s is held by transfer %s (run %s, %s→%s), and only that transfer may %s: cancel the transfer, or once it has ended run `ironflow racks recover %s`",
+	return classed(ErrForbidden, "rack %s: only transfer %s (run %s, %s→%s) itself may %s; cancel the transfer, or once it has ended run `ironflow racks recover %s`",
 		rack, held.Transfer, held.Run, held.From, held.To, what, rack)
 }
 
