@@ -370,6 +370,22 @@ func (s *Server) replayWrites(ctx context.Context, rackUUID string) error {
 	})
 }
 
+// replayLeftWrites replays the writes of the racks whose replay was cut short after their
+// pause ended (the region stopped mid-replay, and nothing ended the pause again since): each
+// region process does at start, so that no write waits for another pause to end.
+func (s *Server) replayLeftWrites(ctx context.Context) {
+	racks, err := s.st.RacksWithLeftWrites(ctx)
+	if err != nil {
+		s.log.Warn("cannot list the queued writes left unreplayed", "error", err)
+		return
+	}
+	for _, rack := range racks {
+		if err := s.replayWrites(ctx, rack); err != nil {
+			s.log.Warn("cannot replay the queued writes left unreplayed", "rack", rack, "error", err)
+		}
+	}
+}
+
 // replayWrite runs the queued write op and returns its replay and outcome.
 func (s *Server) replayWrite(ctx context.Context, op api.PendingOperation) (*store.Replay, string) {
 	queuedBy := store.Principal{User: op.QueuedBy, Role: op.QueuedRole}

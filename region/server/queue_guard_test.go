@@ -241,3 +241,27 @@ func TestReplayRefusesToOverwriteANewerChange(t *testing.T) {
 		t.Errorf("write of another field settled as %q, want it applied", got.Outcome)
 	}
 }
+
+// A region process that starts replays the writes a replay cut short left after their rack's
+// pause ended, with no other end of the pause to come.
+func TestStartReplaysWritesLeftByACutShortReplay(t *testing.T) {
+	e := newEnv(t)
+	rack, machine, _, _ := e.pausedRack()
+	op := queued(t, e.do(api.RoleOperator, http.MethodPost, "/api/v1/jobs", map[string]any{"Machine": machine}), rack)
+	// What a region that stopped mid-replay leaves: the pause ended, the write claimed only.
+	ctx := context.Background()
+	if _, err := e.st.UnpauseRack(store.AsMove(ctx), store.Principal{User: "worker", Role: api.RoleAdmin}, rack); err != nil {
+		t.Fatal(err)
+	}
+	if claimed, err := e.st.ClaimWrite(ctx, op.ID); err != nil || !claimed {
+		t.Fatalf("claim: %v, %v", claimed, err)
+	}
+	startServer(t, e.st, "region-restarted")
+	eventually(t, "the left write replayed by the process that started", func() bool {
+		got, err := e.st.RackOperation(ctx, rack, op.ID)
+		return err == nil && got.Outcome == api.OutcomeApplied
+	})
+	if jobs := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/jobs?Machine="+machine, nil, http.StatusOK).list(t); len(jobs) != 1 {
+		t.Errorf("jobs after the replay: %d, want the queued job once", len(jobs))
+	}
+}

@@ -317,6 +317,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
+	g.Go(func() error {
+		s.replayLeftWrites(ctx)
+		return nil
+	})
 	g.Go(func() error { return s.prune(ctx, "audit log", s.cfg.Retention, s.st.PruneEvents) })
 	g.Go(func() error { return s.prune(ctx, "syslog", s.cfg.SyslogRetention, s.st.PruneSyslog) })
 	if s.cfg.DNSListen != "" {

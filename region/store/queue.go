@@ -115,6 +115,14 @@ func (s *Store) UnsettledWrites(ctx context.Context, rackUUID string) ([]api.Pen
 	return s.unsettledWrites(ctx, rackUUID, "AND EXISTS (SELECT 1 FROM racks WHERE uuid = $1::uuid AND doc->>'Status' <> $3)", api.RackPaused)
 }
 
+// RacksWithLeftWrites lists the racks, not paused, that have queued writes not settled: a
+// replay was cut short there after their pause ended.
+func (s *Store) RacksWithLeftWrites(ctx context.Context) ([]string, error) {
+	ids, err := queryStrings(ctx, s.pool, `SELECT DISTINCT p.target::text FROM pending_operations p JOIN racks r ON r.uuid = p.target
+		WHERE p.kind = $1 AND p.done IS NULL AND r.doc->>'Status' <> $2 ORDER BY 1`, api.OperationWrite, api.RackPaused)
+	return ids, classify(err)
+}
+
 // UnsettledWritesFor lists the writes queued for the rack and not settled yet, oldest first,
 // paused or not.
 func (s *Store) UnsettledWritesFor(ctx context.Context, rackUUID string) ([]api.PendingOperation, error) {
