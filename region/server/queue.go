@@ -3,13 +3,10 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -222,7 +219,7 @@ func (s *Server) baseOf(ctx context.Context, rackUUID string, ow objectWrite) (m
 			projected = next
 		}
 	}
-	return fingerprints(projected, ow.fields)
+	return store.Fingerprints(projected, ow.fields)
 }
 
 // sameObject says whether key of kind k addresses the object whose stable key is id.
@@ -245,53 +242,6 @@ func objectAt(escapedPath string) (kind, string, bool) {
 		}
 	}
 	return kind{}, "", false
-}
-
-// fingerprints maps each of fields to the SHA-256 of its JSON value in obj (null when absent).
-func fingerprints(obj any, fields []string) (map[string]string, error) {
-	doc, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("encode object: %w", err)
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &top); err != nil {
-		return nil, fmt.Errorf("decode object: %w", err)
-	}
-	out := make(map[string]string, len(fields))
-	for _, f := range fields {
-		v, ok := top[f]
-		if !ok {
-			v = json.RawMessage("null")
-		}
-		sum := sha256.Sum256(v)
-		out[f] = hex.EncodeToString(sum[:])
-	}
-	return out, nil
-}
-
-// changedSince names the fields of base whose value in the object at path differs now; none
-// when the object is gone (the write is answered that).
-func (s *Server) changedSince(ctx context.Context, path string, base map[string]string) ([]string, error) {
-	k, key, ok := objectAt(path)
-	if !ok || len(base) == 0 {
-		return nil, nil
-	}
-	cur := k.newObj()
-	if err := s.st.Get(ctx, k.name, key, cur); err != nil {
-		return nil, nil
-	}
-	now, err := fingerprints(cur, slices.Collect(maps.Keys(base)))
-	if err != nil {
-		return nil, err
-	}
-	var changed []string
-	for f, sum := range base {
-		if now[f] != sum {
-			changed = append(changed, f)
-		}
-	}
-	slices.Sort(changed)
-	return changed, nil
 }
 
 // hideQueuedBodies drops the bodies of queued writes, and the fingerprints of the values
@@ -391,21 +341,17 @@ func (s *Server) replayWrite(ctx context.Context, op api.PendingOperation) (*sto
 	queuedBy := store.Principal{User: op.QueuedBy, Role: op.QueuedRole}
 	req, err := writeRequestOf(op)
 	details := map[string]any{"Method": req.Method, "Path": req.Path, "QueuedBy": op.QueuedBy}
-	ctx, rp := store.Replaying(ctx, op, queuedBy, details)
+	var base *store.ObjectBase
+	if k, key, ok := objectAt(req.Path); ok && len(req.Base) > 0 {
+		base = &store.ObjectBase{Kind: k.name, Key: key, Fields: req.Base}
+	}
+	ctx, rp := store.Replaying(ctx, op, queuedBy, details, base)
 	if err != nil {
 		return rp, err.Error()
 	}
 	by, err := s.st.Caller(ctx, queuedBy)
 	if err != nil {
 		return rp, failure(err)
-	}
-	changed, err := s.changedSince(ctx, req.Path, req.Base)
-	if err != nil {
-		return rp, failure(err)
-	}
-	if len(changed) > 0 {
-		return rp, failure(errorf(http.StatusConflict, "%s changed since the write was queued (%s); it was not applied, so as not to overwrite the newer value",
-			req.Path, strings.Join(changed, ", ")))
 	}
 	target := req.Path
 	if req.Query != "" {

@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -160,9 +165,17 @@ type Replay struct {
 	op      api.PendingOperation
 	by      Principal
 	details map[string]any
+	base    *ObjectBase
 	// Applied: the write's transaction committed and settled the operation as applied.
 	// Earlier: an earlier replay had settled it; this one stored nothing.
 	Applied, Earlier bool
+}
+
+// ObjectBase is what a queued PUT or PATCH expects of its object: Fields fingerprinted
+// (Fingerprints) as they were when it was queued.
+type ObjectBase struct {
+	Kind, Key string
+	Fields    map[string]string
 }
 
 type replayKey struct{}
@@ -170,10 +183,71 @@ type replayKey struct{}
 // Replaying makes the first write transaction of the store under the returned context settle
 // op as applied, audited as a "replay" by by with details, in that same transaction: the
 // operation's ID is the write's idempotency key. Should op have been settled meanwhile, that
-// transaction rolls back with ErrReplayed.
-func Replaying(ctx context.Context, op api.PendingOperation, by Principal, details map[string]any) (context.Context, *Replay) {
-	rp := &Replay{op: op, by: by, details: details}
+// transaction rolls back with ErrReplayed. With a base, that transaction first locks the
+// object and refuses (ErrConflict) when a field of base has another value now, so that the
+// write never overwrites a newer change.
+func Replaying(ctx context.Context, op api.PendingOperation, by Principal, details map[string]any, base *ObjectBase) (context.Context, *Replay) {
+	rp := &Replay{op: op, by: by, details: details, base: base}
 	return context.WithValue(ctx, replayKey{}, rp), rp
+}
+
+// checkBase refuses, inside the write's transaction tx, a write whose object changed in a
+// field it sets since it was queued; an object gone is the write's to answer.
+func (rp *Replay) checkBase(ctx context.Context, tx pgx.Tx) error {
+	if rp.base == nil || len(rp.base.Fields) == 0 {
+		return nil
+	}
+	k, err := lookup(rp.base.Kind)
+	if err != nil {
+		return err
+	}
+	obj, err := k.locked(ctx, tx, rp.base.Key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now, err := Fingerprints(obj, slices.Collect(maps.Keys(rp.base.Fields)))
+	if err != nil {
+		return err
+	}
+	var changed []string
+	for f, sum := range rp.base.Fields {
+		if now[f] != sum {
+			changed = append(changed, f)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	slices.Sort(changed)
+	return conflictf("%s %s changed since the write was queued (%s); it was not applied, so as not to overwrite the newer value",
+		strings.TrimSuffix(rp.base.Kind, "s"), rp.base.Key, strings.Join(changed, ", "))
+}
+
+// Fingerprints maps each of fields to the hex SHA-256 of its JSON value in obj, an API object
+// (null when absent): what a queued write records of the fields it sets
+// (api.WriteRequest.Base), and what its replay compares.
+func Fingerprints(obj any, fields []string) (map[string]string, error) {
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode object: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil {
+		return nil, fmt.Errorf("decode object: %w", err)
+	}
+	out := make(map[string]string, len(fields))
+	for _, f := range fields {
+		v, ok := top[f]
+		if !ok {
+			v = json.RawMessage("null")
+		}
+		sum := sha256.Sum256(v)
+		out[f] = hex.EncodeToString(sum[:])
+	}
+	return out, nil
 }
 
 func replayOf(ctx context.Context) *Replay {

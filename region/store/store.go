@@ -157,6 +157,9 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	case rp != nil && !rp.Applied:
 		inner := fn
 		fn = func(tx pgx.Tx) error {
+			if err := rp.checkBase(ctx, tx); err != nil {
+				return err
+			}
 			if err := inner(tx); err != nil {
 				return err
 			}
