@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -570,9 +571,6 @@ func (s *Store) QueueRackOperation(ctx context.Context, by Principal, rackUUID s
 	if err != nil {
 		return err
 	}
-	if size > api.MaxQueuedWriteBody+queuedWriteOverhead {
-		return classed(ErrTooLarge, "an operation's payload may have at most %d bytes, not %d", api.MaxQueuedWriteBody+queuedWriteOverhead, size)
-	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		// Locked, so that concurrent writes cannot queue past the cap together.
 		r, err := rackByUUID(ctx, tx, rackUUID, true)
@@ -611,17 +609,16 @@ func (s *Store) QueueRackOperation(ctx context.Context, by Principal, rackUUID s
 // released but not settled yet (a hand-over's, waiting for their replay).
 const queueHeldWhere = "(NOT released OR (kind = '" + api.OperationWrite + "' AND done IS NULL))"
 
-// queuedWriteOverhead is what a queued write's payload adds to its body: method, path,
-// query and the fingerprints of the fields it sets.
-const queuedWriteOverhead = 8 << 10
-
-// payloadSize is the size of payload as the queue counts it.
+// payloadSize is the size of payload as the queue counts it: its compact JSON, which is no
+// larger than the text PostgreSQL counts (octet_length(payload::text)).
 func payloadSize(payload map[string]any) (int, error) {
-	doc, err := json.Marshal(payload)
-	if err != nil {
+	var doc bytes.Buffer
+	enc := json.NewEncoder(&doc)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(payload); err != nil {
 		return 0, invalidf("operation payload: %v", err)
 	}
-	return len(doc), nil
+	return doc.Len() - 1, nil // without Encode's newline
 }
 
 // RackOperations lists the unreleased operations of the rack, oldest first.
