@@ -93,7 +93,8 @@ func realPair(t *testing.T) pair {
 	return pair{realRegion(t, "region-a"), realRegion(t, "region-b")}
 }
 
-// realRegion serves a fresh database over HTTP on loopback, reached with an admin token.
+// realRegion serves a fresh database over HTTP on loopback, reached as the workers reach it:
+// an admin token, its calls marked as the move's.
 func realRegion(t *testing.T, name string) region {
 	t.Helper()
 	ctx := context.Background()
@@ -122,7 +123,7 @@ func realRegion(t *testing.T, name string) region {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	c := activities.ClientRegion{Client: client.New(url, token)}
+	c := activities.ClientRegion{Client: client.New(url, token, client.AsMove())} // as the workers reach regions
 	admin := store.Principal{User: "contract", Role: api.RoleAdmin}
 	return region{
 		Region: c, rack: c, name: name, url: url,
@@ -617,10 +618,11 @@ var contract = []contractCase{
 		if ops := must[[]api.PendingOperation](t, "list")(p.src.rack.RackOperations(ctx, rackUUID)); len(ops) != 1 || ops[0].Target != machineUUID {
 			t.Errorf("queued: %+v", ops)
 		}
-		rel := api.OperationsRelease{Origin: "region-x", Operations: []api.PendingOperation{{ID: 7, Target: rackUUID, Kind: "reboot"}}}
+		rel := api.OperationsRelease{Origin: "region-x", Operations: []api.PendingOperation{{ID: 7, Target: rackUUID, Kind: "reboot", QueuedBy: "alice", QueuedRole: api.RoleOperator}}}
 		released := must[[]api.PendingOperation](t, "release")(p.src.rack.ReleaseRackOperations(ctx, rackUUID, rel))
-		if len(released) != 2 || !released[0].Released || released[0].Kind != "power" || released[1].Kind != "reboot" {
-			t.Errorf("released: %+v", released)
+		if len(released) != 2 || !released[0].Released || released[0].Kind != "power" || released[1].Kind != "reboot" ||
+			released[1].QueuedBy != "alice" || released[1].QueuedRole != api.RoleOperator {
+			t.Errorf("released: %+v, want the handed-over operation with the caller its origin recorded", released)
 		}
 		if again := must[[]api.PendingOperation](t, "release again")(p.src.rack.ReleaseRackOperations(ctx, rackUUID, rel)); len(again) != 0 {
 			t.Errorf("a retried release released %+v", again)
@@ -630,6 +632,12 @@ var contract = []contractCase{
 		}
 		_, err := p.src.rack.ReleaseRackOperations(ctx, rackUUID, api.OperationsRelease{Operations: rel.Operations})
 		wantStatus(t, "handed-over operations without their origin", err, http.StatusUnprocessableEntity)
+		tooMany := api.OperationsRelease{Origin: "region-x", Operations: make([]api.PendingOperation, api.MaxQueuedOperations+1)}
+		for i := range tooMany.Operations {
+			tooMany.Operations[i] = api.PendingOperation{ID: int64(100 + i), Target: rackUUID, Kind: "reboot"}
+		}
+		_, err = p.src.rack.ReleaseRackOperations(ctx, rackUUID, tooMany)
+		wantStatus(t, "a hand-over of more than one rack's queue", err, http.StatusRequestEntityTooLarge)
 	}},
 	{"every primitive answers 404 for no machine", func(t *testing.T, p pair) {
 		calls := map[string]func() error{

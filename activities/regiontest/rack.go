@@ -331,7 +331,8 @@ func (r *Region) isRackTarget(rack, target string) bool {
 }
 
 // ReleaseRackOperations implements activities.RackRegion: the handed-over operations are
-// stored once (by origin), then every unreleased operation of the rack is released.
+// stored once (by origin), with the callers their origin recorded, then every unreleased
+// operation of the rack is released.
 func (r *Region) ReleaseRackOperations(_ context.Context, rack string, rel api.OperationsRelease) ([]api.PendingOperation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -340,6 +341,9 @@ func (r *Region) ReleaseRackOperations(_ context.Context, rack string, rel api.O
 	}
 	if len(rel.Operations) > 0 && rel.Origin == "" {
 		return nil, apiErr(http.StatusUnprocessableEntity, "handed-over operations need the Origin region they were queued on")
+	}
+	if len(rel.Operations) > api.MaxQueuedOperations {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, "a hand-over carries at most the %d operations one rack's queue holds", api.MaxQueuedOperations)
 	}
 	handed := map[string]bool{}
 	for _, op := range rel.Operations {

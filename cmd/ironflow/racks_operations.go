@@ -18,7 +18,7 @@ var operationColumns = []column[api.PendingOperation]{
 		if op.Kind != api.OperationWrite {
 			return ""
 		}
-		return fmt.Sprintf("%v %v by %v", op.Payload["Method"], op.Payload["Path"], op.Payload["User"])
+		return fmt.Sprintf("%v %v by %v", op.Payload["Method"], op.Payload["Path"], op.QueuedBy)
 	}},
 	{"CREATED", func(op api.PendingOperation) string { return cellTime(op.Created) }},
 	{"RELEASED", func(op api.PendingOperation) string { return cellBool(op.Released) }},

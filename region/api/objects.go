@@ -231,11 +231,15 @@ type PendingOperation struct {
 	Payload  map[string]any `json:"Payload"`
 	Created  time.Time      `json:"Created"`
 	Released bool           `json:"Released"`
+	// QueuedBy and QueuedRole are the authenticated caller who queued it, recorded by the
+	// region that queued it (and handed over with it by the move); never taken from a body.
+	QueuedBy   string `json:"QueuedBy"`
+	QueuedRole string `json:"QueuedRole"`
 	// Done is when a queued write (OperationWrite) was settled on this region: replayed, or
 	// handed over with its rack to another region, or dropped with the copy of an undone
-	// transfer. Outcome says which: OutcomeApplied, OutcomeHandedOver, OutcomeDropped,
-	// OutcomeReplaying (settling; left so by a crash, never retried) or the error the replay
-	// was answered with.
+	// transfer. Outcome says which: OutcomeApplied, OutcomeHandedOver, OutcomeDropped, or the
+	// error the replay was answered with; OutcomeReplaying (Done unset) while a replay that
+	// has not settled it runs, or was cut short and is run again.
 	Done    *time.Time `json:"Done,omitempty"`
 	Outcome string     `json:"Outcome,omitempty"`
 }

@@ -12,9 +12,13 @@ package api
 //	DELETE /api/v1/racks/{uuid}/import               (target: deletes what imports of the rack created; compensation)
 //	POST   /api/v1/racks/{uuid}/hand-over            (source: drops the network the rack alone serves and its pods, then deletes the rack without force)
 //	GET    /api/v1/racks/{uuid}/operations           -> []PendingOperation (unreleased, for the rack and its machines)
-//	POST   /api/v1/racks/{uuid}/operations           PendingOperation -> PendingOperation (queued; only while the rack is paused)
+//	POST   /api/v1/racks/{uuid}/operations           PendingOperation -> PendingOperation (queued; only while the rack is paused; no Kind "write"; 64 KiB)
 //	GET    /api/v1/racks/{uuid}/operations/{id}      -> PendingOperation (released or not; a queued write with its Outcome)
-//	POST   /api/v1/racks/{uuid}/operations/release   OperationsRelease -> []PendingOperation (marked released)
+//	POST   /api/v1/racks/{uuid}/operations/release   OperationsRelease -> []PendingOperation (marked released; the move's only)
+//
+// What records, changes or ends a transfer's hold (pause naming a RackHold, unpause,
+// import, undo of the import and hand-over of a held rack, recover, release) is refused
+// (403) unless the call is the move's (queue.go, HeaderMove).
 //
 // An ordinary write (POST, PUT, PATCH, DELETE of the generic kind routes; a machine's secrets
 // and ad-hoc scripts) that touches a paused rack, its machines and their jobs, its pods, its
@@ -64,7 +68,9 @@ type RackImport struct {
 
 // OperationsRelease releases a rack's queued operations. Operations are those another
 // region (Origin, its name) queued for the rack, handed over with it: they are stored once
-// (by Origin and ID) and released here together with the local queue.
+// (by Origin and ID), with the QueuedBy and QueuedRole Origin recorded, and released here
+// together with the local queue. One release carries at most what a rack's queue holds
+// (MaxQueuedOperations, MaxQueuedBytes; 413 beyond).
 type OperationsRelease struct {
 	Origin     string             `json:"Origin"`
 	Operations []PendingOperation `json:"Operations"`

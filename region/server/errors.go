@@ -31,7 +31,7 @@ func statusOf(err error) int {
 		return he.code
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInUse):
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInUse), errors.Is(err, store.ErrReplayed):
 		return http.StatusConflict
 	case errors.Is(err, store.ErrInvalid):
 		return http.StatusUnprocessableEntity
@@ -43,6 +43,8 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, store.ErrFull):
 		return http.StatusTooManyRequests
+	case errors.Is(err, store.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

@@ -165,14 +165,28 @@ func (r response) apiError(t testing.TB, code int) string {
 	return e.Error
 }
 
-// do sends a request with the token of role ("" for none). body is sent as is when it is a
-// string or []byte, else as JSON.
+// asMove stands, as do's role, for the move's own calls: an admin token marked api.HeaderMove,
+// as the workers' clients send them.
+const asMove = "move"
+
+// do sends a request with the token of role ("" for none; asMove for the move's). body is
+// sent as is when it is a string or []byte, else as JSON.
 func (e *env) do(role, method, path string, body any) response {
 	e.t.Helper()
+	if role == asMove {
+		req := newRequest(e.t, e.tokens[api.RoleAdmin], method, e.base+path, body)
+		req.Header.Set(api.HeaderMove, "1")
+		return send(e.t, req)
+	}
 	return doRequest(e.t, e.tokens[role], method, e.base+path, body)
 }
 
 func doRequest(t testing.TB, token, method, url string, body any) response {
+	t.Helper()
+	return send(t, newRequest(t, token, method, url, body))
+}
+
+func newRequest(t testing.TB, token, method, url string, body any) *http.Request {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -195,7 +209,7 @@ func doRequest(t testing.TB, token, method, url string, body any) response {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	return send(t, req)
+	return req
 }
 
 // send sends req and reads the whole answer.

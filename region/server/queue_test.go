@@ -20,7 +20,7 @@ func (e *env) pausedRack() (rack, machine, subnet, pod string) {
 	e.t.Helper()
 	rack, machine = e.rackNetwork()
 	hold := api.RackHold{Transfer: "transfer-rack-a", Run: "run-1", From: "region-a", To: "region-b"}
-	e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/racks/"+rack+"/pause", hold, http.StatusOK)
+	e.mustDo(asMove, http.MethodPost, "/api/v1/racks/"+rack+"/pause", hold, http.StatusOK)
 	subnet = e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/subnets/Name:net-a", nil, http.StatusOK).json(e.t)["Uuid"].(string)
 	pod = e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/pods/Name:kvm-a", nil, http.StatusOK).json(e.t)["Uuid"].(string)
 	return rack, machine, subnet, pod
@@ -99,7 +99,7 @@ func TestWritesTouchingAPausedRackAreQueuedAndReplayed(t *testing.T) {
 		t.Fatalf("%d queued operations, want 8", len(ops))
 	}
 
-	if r := into[api.Rack](t, e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)); r.Status == api.RackPaused {
+	if r := into[api.Rack](t, e.mustDo(asMove, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)); r.Status == api.RackPaused {
 		t.Fatalf("rack after unpause %+v", r)
 	}
 	if d := e.description(api.KindMachines, machine); d != "queued" {
@@ -143,7 +143,7 @@ func TestWritesTouchingAPausedRackAreQueuedAndReplayed(t *testing.T) {
 	}
 
 	// Unpausing again replays nothing twice.
-	e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)
+	e.mustDo(asMove, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)
 	if jobs := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/jobs?Machine="+machine, nil, http.StatusOK).list(t); len(jobs) != 2 {
 		t.Errorf("jobs after a second unpause %v", jobs)
 	}
@@ -249,7 +249,7 @@ func TestFailedReplayDoesNotBlockTheOthers(t *testing.T) {
 	// Meanwhile the name is taken off the paused rack, so the first write conflicts on replay.
 	e.create(api.KindMachines, map[string]any{"Name": "node-renamed"})
 
-	e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)
+	e.mustDo(asMove, http.MethodPost, "/api/v1/racks/"+rack+"/unpause", nil, http.StatusOK)
 	m := e.mustDo(api.RoleReadonly, http.MethodGet, path, nil, http.StatusOK).json(t)
 	if m["Name"] != "node-1" || m["Description"] != "second" {
 		t.Errorf("machine after replay: Name %v, Description %v; want the rename refused and the second write applied", m["Name"], m["Description"])
@@ -272,12 +272,12 @@ func TestFailedReplayDoesNotBlockTheOthers(t *testing.T) {
 
 // copyPausedRack is a rack paused on a source region and copied (bundle, with hold when given)
 // to a target region, with its machine as its migration leaves it on the target (a move's
-// write: not queued); a and b are operator clients of the source and the target.
+// write: not queued); a and b are the move's clients of the source and the target.
 func copyPausedRack(t *testing.T, hold *api.RackHold) (src, dst *env, a, b *client.Client, rack, machine string, bundle api.RackBundle) {
 	t.Helper()
 	ctx := context.Background()
 	src, dst = newEnv(t), newEnv(t)
-	a, b = client.New(src.base, src.tokens[api.RoleOperator]), client.New(dst.base, dst.tokens[api.RoleOperator])
+	a, b = client.New(src.base, src.tokens[api.RoleAdmin], client.AsMove()), client.New(dst.base, dst.tokens[api.RoleAdmin], client.AsMove())
 	rack, machine, _, _ = src.pausedRack()
 	var err error
 	if bundle, err = a.ExportRack(ctx, rack); err != nil {
@@ -301,7 +301,7 @@ func TestQueuedWritesFollowTheRackToItsNewRegion(t *testing.T) {
 	src, dst, a, b, rack, machine, _ := copyPausedRack(t, nil)
 	ctx := context.Background()
 
-	_, err := a.Machines().Patch(ctx, machine, []byte(`{"Description": "moved along"}`))
+	_, err := client.New(src.base, src.tokens[api.RoleOperator]).Machines().Patch(ctx, machine, []byte(`{"Description": "moved along"}`))
 	var q *client.QueuedError
 	if !asQueued(err, &q) || q.Queued.Rack != rack || !strings.Contains(err.Error(), "queued until the rack transfer of rack-a") {
 		t.Fatalf("client on a paused rack's machine: %v, want a *client.QueuedError", err)
@@ -381,7 +381,7 @@ func TestQueuedWritesRunOnTheSourceWhenTheTransferIsUndone(t *testing.T) {
 	e := newEnv(t)
 	rack, machine, _, _ := e.pausedRack()
 	queued(t, e.do(api.RoleOperator, http.MethodPatch, "/api/v1/machines/"+machine, map[string]any{"Description": "after undo"}), rack)
-	e.mustDo(api.RoleOperator, http.MethodPost, "/api/v1/racks/"+rack+"/recover",
+	e.mustDo(asMove, http.MethodPost, "/api/v1/racks/"+rack+"/recover",
 		api.RackRecovery{Hold: api.RackHold{Transfer: "transfer-rack-a", Run: "run-1", Role: api.TransferSource, From: "region-a", To: "region-b"},
 			Action: api.RecoverUnpause, Outcome: api.RecoveryUndone, RecoveredBy: "test"}, http.StatusOK)
 	if d := e.description(api.KindMachines, machine); d != "after undo" {
@@ -406,7 +406,8 @@ func TestConcurrentUnpausesReplayEachWriteOnce(t *testing.T) {
 				done <- err
 				return
 			}
-			req.Header.Set("Authorization", "Bearer "+e.tokens[api.RoleOperator])
+			req.Header.Set("Authorization", "Bearer "+e.tokens[api.RoleAdmin])
+			req.Header.Set(api.HeaderMove, "1")
 			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
 				resp.Body.Close()

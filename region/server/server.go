@@ -178,6 +178,9 @@ func (s *Server) handle(rt route) {
 				return
 			}
 			c.by, c.own = by, acc == ownOnly
+			if isMoveCall(r, c) {
+				r = r.WithContext(store.AsMove(r.Context()))
+			}
 		}
 		if rt.queue != "" {
 			queued, err := s.holdWrite(w, r, c, kindNamed(rt.queue), rt.h)
@@ -317,6 +320,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if err := srv.Shutdown(shutdownCtx); err != nil {
 			return fmt.Errorf("shut down HTTP server: %w", err)
 		}
+		return nil
+	})
+	g.Go(func() error {
+		s.replayLeftWrites(ctx)
 		return nil
 	})
 	g.Go(func() error { return s.prune(ctx, "audit log", s.cfg.Retention, s.st.PruneEvents) })

@@ -15,6 +15,14 @@ const resRackTransfer = "racktransfer"
 // maxRackBundle bounds a rack bundle: its network, pods and every lease of its subnets.
 const maxRackBundle = 64 << 20
 
+// maxRelease bounds a release of a rack's queue: what one rack's queue holds (api.MaxQueuedBytes
+// of payload, escaped in JSON at most six times over, and api.MaxQueuedOperations operations'
+// own fields).
+const maxRelease = 8 * api.MaxQueuedBytes
+
+// maxOperation bounds the body of an operation queued explicitly, as a queued write's.
+const maxOperation = api.MaxQueuedWriteBody + 4<<10
+
 // transferRoutes registers the rack transfer endpoints (region/api/transfer.go).
 func (s *Server) transferRoutes() {
 	coll := api.PathPrefix + "/" + api.KindRacks
@@ -163,10 +171,15 @@ func (s *Server) rackOperation(w http.ResponseWriter, r *http.Request, c *call) 
 	return nil
 }
 
+// queueRackOperation queues an operation that is not a write: writes are queued by making
+// them (holdWrite), so that the region, not the body, says who made them and what they are.
 func (s *Server) queueRackOperation(w http.ResponseWriter, r *http.Request, c *call) error {
 	var op api.PendingOperation
-	if err := decodeBody(w, r, &op); err != nil {
+	if err := decodeBodyUpTo(w, r, &op, maxOperation); err != nil {
 		return err
+	}
+	if op.Kind == api.OperationWrite {
+		return errorf(http.StatusUnprocessableEntity, "operations of Kind %q are queued by making the write itself while the rack is paused, not through this route", api.OperationWrite)
 	}
 	if err := s.st.QueueRackOperation(r.Context(), c.by, r.PathValue("uuid"), &op); err != nil {
 		return err
@@ -175,9 +188,14 @@ func (s *Server) queueRackOperation(w http.ResponseWriter, r *http.Request, c *c
 	return nil
 }
 
+// releaseRackOperations is the move's hand-over of a rack's queue; anyone else is refused
+// before the body is read.
 func (s *Server) releaseRackOperations(w http.ResponseWriter, r *http.Request, c *call) error {
+	if !isMoveCall(r, c) {
+		return errorf(http.StatusForbidden, "only a rack transfer releases a rack's queue (the workers' calls, marked %s)", api.HeaderMove)
+	}
 	var rel api.OperationsRelease
-	if err := decodeBodyUpTo(w, r, &rel, maxRackBundle); err != nil {
+	if err := decodeBodyUpTo(w, r, &rel, maxRelease); err != nil {
 		return err
 	}
 	ops, err := s.st.ReleaseRackOperations(r.Context(), c.by, r.PathValue("uuid"), rel)

@@ -78,7 +78,7 @@ func TestRackTransferEndpoints(t *testing.T) {
 	if err != nil || len(queued) != 1 {
 		t.Fatalf("operations on the source: %+v, %v", queued, err)
 	}
-	released, err := b.ReleaseRackOperations(ctx, rack, api.OperationsRelease{Origin: "source", Operations: queued})
+	released, err := client.New(dst.base, dst.tokens[api.RoleAdmin], client.AsMove()).ReleaseRackOperations(ctx, rack, api.OperationsRelease{Origin: "source", Operations: queued})
 	if err != nil || len(released) != 1 || !released[0].Released || released[0].Target != machine {
 		t.Fatalf("release: %+v, %v", released, err)
 	}

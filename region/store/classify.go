@@ -31,7 +31,7 @@ func invalidf(format string, a ...any) error  { return classed(ErrInvalid, forma
 func notFoundf(format string, a ...any) error { return classed(ErrNotFound, format, a...) }
 func conflictf(format string, a ...any) error { return classed(ErrConflict, format, a...) }
 
-var classes = []error{ErrNotFound, ErrConflict, ErrInUse, ErrInvalid, ErrUnauthorized, ErrForbidden, ErrUnavailable, ErrFull}
+var classes = []error{ErrNotFound, ErrConflict, ErrInUse, ErrInvalid, ErrUnauthorized, ErrForbidden, ErrUnavailable, ErrFull, ErrTooLarge}
 
 // classify marks failures to reach PostgreSQL as ErrUnavailable; other errors pass unchanged.
 func classify(err error) error {

@@ -16,6 +16,7 @@ var (
 	ErrForbidden    = errors.New("forbidden")            // 403: the caller may not act on this object
 	ErrUnavailable  = errors.New("database unavailable") // 503: PostgreSQL cannot be reached
 	ErrFull         = errors.New("full")                 // 429: a bounded queue holds all it may
+	ErrTooLarge     = errors.New("too large")            // 413: more than one request may carry
 )
 
 // DependencyError says which objects keep Kind/Key from being deleted.

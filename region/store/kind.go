@@ -86,6 +86,8 @@ type kindOps interface {
 	list(ctx context.Context, q querier, opts ListOptions, out any) error
 	replace(ctx context.Context, tx pgx.Tx, by Principal, key string, obj any) error
 	remove(ctx context.Context, tx pgx.Tx, by Principal, key string, force bool) error
+	// locked returns the object at key (a *T), locked for the rest of tx.
+	locked(ctx context.Context, tx pgx.Tx, key string) (any, error)
 }
 
 // newKind completes a descriptor with the JSON fields of T.
@@ -288,6 +290,14 @@ func (k *kind[T]) get(ctx context.Context, q querier, key string, out any) error
 	}
 	*dst = *r.obj
 	return nil
+}
+
+func (k *kind[T]) locked(ctx context.Context, tx pgx.Tx, key string) (any, error) {
+	r, err := k.resolve(ctx, tx, key, true)
+	if err != nil {
+		return nil, err
+	}
+	return r.obj, nil
 }
 
 func (k *kind[T]) list(ctx context.Context, q querier, opts ListOptions, out any) error {

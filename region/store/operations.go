@@ -16,7 +16,8 @@ func (s *Store) QueueOperation(ctx context.Context, by Principal, op *api.Pendin
 	return s.tx(ctx, func(tx pgx.Tx) error { return insertOperation(ctx, tx, by, op) })
 }
 
-// insertOperation is QueueOperation inside tx.
+// insertOperation is QueueOperation inside tx; by, the authenticated caller, is recorded as
+// the operation's QueuedBy and QueuedRole.
 func insertOperation(ctx context.Context, tx pgx.Tx, by Principal, op *api.PendingOperation) error {
 	target := op.Target
 	if err := canonUUID("pending operation", "Target", &target, false); err != nil {
@@ -29,9 +30,9 @@ func insertOperation(ctx context.Context, tx pgx.Tx, by Principal, op *api.Pendi
 	if payload == nil {
 		payload = map[string]any{}
 	}
-	stored := api.PendingOperation{Target: target, Kind: op.Kind, Payload: payload}
-	if err := tx.QueryRow(ctx, "INSERT INTO pending_operations (target, kind, payload) VALUES ($1, $2, $3) RETURNING id, created",
-		target, op.Kind, payload).Scan(&stored.ID, &stored.Created); err != nil {
+	stored := api.PendingOperation{Target: target, Kind: op.Kind, Payload: payload, QueuedBy: by.User, QueuedRole: by.Role}
+	if err := tx.QueryRow(ctx, "INSERT INTO pending_operations (target, kind, payload, queued_by, queued_role) VALUES ($1, $2, $3, $4, $5) RETURNING id, created",
+		target, op.Kind, payload, by.User, by.Role).Scan(&stored.ID, &stored.Created); err != nil {
 		return err
 	}
 	if err := recordEvent(ctx, tx, by, "queue", operationsKind, target, map[string]any{"ID": stored.ID, "Kind": op.Kind}); err != nil {

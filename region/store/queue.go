@@ -2,8 +2,14 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -111,21 +117,38 @@ func (s *Store) SerialReplay(ctx context.Context, rackUUID string, fn func() err
 // UnsettledWrites lists the queued writes of the rack that are to be replayed here, oldest
 // first: none while the rack is paused or absent here.
 func (s *Store) UnsettledWrites(ctx context.Context, rackUUID string) ([]api.PendingOperation, error) {
+	return s.unsettledWrites(ctx, rackUUID, "AND EXISTS (SELECT 1 FROM racks WHERE uuid = $1::uuid AND doc->>'Status' <> $3)", api.RackPaused)
+}
+
+// RacksWithLeftWrites lists the racks, not paused, that have queued writes not settled: a
+// replay was cut short there after their pause ended.
+func (s *Store) RacksWithLeftWrites(ctx context.Context) ([]string, error) {
+	ids, err := queryStrings(ctx, s.pool, `SELECT DISTINCT p.target::text FROM pending_operations p JOIN racks r ON r.uuid = p.target
+		WHERE p.kind = $1 AND p.done IS NULL AND r.doc->>'Status' <> $2 ORDER BY 1`, api.OperationWrite, api.RackPaused)
+	return ids, classify(err)
+}
+
+// UnsettledWritesFor lists the writes queued for the rack and not settled yet, oldest first,
+// paused or not.
+func (s *Store) UnsettledWritesFor(ctx context.Context, rackUUID string) ([]api.PendingOperation, error) {
+	return s.unsettledWrites(ctx, rackUUID, "")
+}
+
+func (s *Store) unsettledWrites(ctx context.Context, rackUUID, cond string, args ...any) ([]api.PendingOperation, error) {
 	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
 		return nil, err
 	}
 	ops, err := scanOperations(s.pool.Query(ctx, "SELECT "+operationColumns+` FROM pending_operations
-		WHERE kind = $2 AND done IS NULL AND target = $1::uuid
-		AND EXISTS (SELECT 1 FROM racks WHERE uuid = $1::uuid AND doc->>'Status' <> $3)
-		ORDER BY id`, rackUUID, api.OperationWrite, api.RackPaused))
+		WHERE kind = $2 AND done IS NULL AND target = $1::uuid `+cond+` ORDER BY id`, append([]any{rackUUID, api.OperationWrite}, args...)...))
 	return ops, classify(err)
 }
 
-// ClaimWrite marks the queued write id released and being replayed, so that no other region
-// process replays it too; false when it was settled already. A write whose replay is cut
-// short by a crash stays OutcomeReplaying: it is never replayed twice.
+// ClaimWrite marks the queued write id released and being replayed (OutcomeReplaying), and
+// false when it was settled already. It settles nothing: a replay cut short by a crash leaves
+// the write unsettled, and the next replay runs it again (at least once); the write's own
+// transaction settles it (Replaying), so it is applied at most once.
 func (s *Store) ClaimWrite(ctx context.Context, id int64) (bool, error) {
-	tag, err := s.pool.Exec(ctx, "UPDATE pending_operations SET released = true, done = now(), outcome = $2 WHERE id = $1 AND kind = $3 AND done IS NULL",
+	tag, err := s.pool.Exec(ctx, "UPDATE pending_operations SET released = true, outcome = $2 WHERE id = $1 AND kind = $3 AND done IS NULL",
 		id, api.OutcomeReplaying, api.OperationWrite)
 	if err != nil {
 		return false, classify(err)
@@ -133,16 +156,165 @@ func (s *Store) ClaimWrite(ctx context.Context, id int64) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
-// SettleWrite records how the replay of the claimed write op ended and audits it as a
-// "replay" of the operations kind; details say what was answered.
-func (s *Store) SettleWrite(ctx context.Context, by Principal, op api.PendingOperation, outcome string, details map[string]any) error {
+// ErrReplayed is what the write of a replay returns, rolled back, when its queued write was
+// settled by an earlier replay: it ran already.
+var ErrReplayed = errors.New("the queued write was replayed already; nothing was stored")
+
+// Replay is the replay of one queued write, as by; Replaying attaches it to a context.
+type Replay struct {
+	op      api.PendingOperation
+	by      Principal
+	details map[string]any
+	base    *ObjectBase
+	// Applied: the write's transaction committed and settled the operation as applied.
+	// Earlier: an earlier replay had settled it; this one stored nothing.
+	Applied, Earlier bool
+}
+
+// ObjectBase is what a queued PUT or PATCH expects of its object: Fields fingerprinted
+// (Fingerprints) as they were when it was queued.
+type ObjectBase struct {
+	Kind, Key string
+	Fields    map[string]string
+}
+
+type replayKey struct{}
+
+// Replaying makes the first write transaction of the store under the returned context settle
+// op as applied, audited as a "replay" by by with details, in that same transaction: the
+// operation's ID is the write's idempotency key. Should op have been settled meanwhile, that
+// transaction rolls back with ErrReplayed. With a base, that transaction first locks the
+// object and refuses (ErrConflict) when a field of base has another value now, so that the
+// write never overwrites a newer change.
+func Replaying(ctx context.Context, op api.PendingOperation, by Principal, details map[string]any, base *ObjectBase) (context.Context, *Replay) {
+	rp := &Replay{op: op, by: by, details: details, base: base}
+	return context.WithValue(ctx, replayKey{}, rp), rp
+}
+
+// checkBase refuses, inside the write's transaction tx, a write whose object changed in a
+// field it sets since it was queued; an object gone is the write's to answer.
+func (rp *Replay) checkBase(ctx context.Context, tx pgx.Tx) error {
+	if rp.base == nil || len(rp.base.Fields) == 0 {
+		return nil
+	}
+	k, err := lookup(rp.base.Kind)
+	if err != nil {
+		return err
+	}
+	obj, err := k.locked(ctx, tx, rp.base.Key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now, err := Fingerprints(obj, slices.Collect(maps.Keys(rp.base.Fields)))
+	if err != nil {
+		return err
+	}
+	var changed []string
+	for f, sum := range rp.base.Fields {
+		if now[f] != sum {
+			changed = append(changed, f)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	slices.Sort(changed)
+	return conflictf("%s %s changed since the write was queued (%s); it was not applied, so as not to overwrite the newer value",
+		strings.TrimSuffix(rp.base.Kind, "s"), rp.base.Key, strings.Join(changed, ", "))
+}
+
+// Fingerprints maps each of fields to the hex SHA-256 of its JSON value in obj, an API object
+// (null when absent): what a queued write records of the fields it sets
+// (api.WriteRequest.Base), and what its replay compares.
+func Fingerprints(obj any, fields []string) (map[string]string, error) {
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode object: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil {
+		return nil, fmt.Errorf("decode object: %w", err)
+	}
+	out := make(map[string]string, len(fields))
+	for _, f := range fields {
+		v, ok := top[f]
+		if !ok {
+			v = json.RawMessage("null")
+		}
+		sum := sha256.Sum256(v)
+		out[f] = hex.EncodeToString(sum[:])
+	}
+	return out, nil
+}
+
+func replayOf(ctx context.Context) *Replay {
+	rp, _ := ctx.Value(replayKey{}).(*Replay)
+	return rp
+}
+
+// settle settles rp's operation as applied inside tx, the write's own transaction.
+func (rp *Replay) settle(ctx context.Context, tx pgx.Tx) error {
+	tag, err := tx.Exec(ctx, "UPDATE pending_operations SET released = true, done = now(), outcome = $2 WHERE id = $1 AND done IS NULL", rp.op.ID, api.OutcomeApplied)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		rp.Earlier = true
+		return ErrReplayed
+	}
+	return recordEvent(ctx, tx, rp.by, "replay", operationsKind, rp.op.Target, rp.eventDetails(api.OutcomeApplied))
+}
+
+func (rp *Replay) eventDetails(outcome string) map[string]any {
+	details := maps.Clone(rp.details)
+	details["ID"], details["Outcome"] = rp.op.ID, outcome
+	return details
+}
+
+// SettleWrite records how the replay rp ended when its write did not settle it (it was
+// refused, or stored nothing), and audits it as a "replay" of the operations kind; a write
+// settled meanwhile is left as it is. An applied write that was queued again elsewhere only
+// has its outcome say so.
+func (s *Store) SettleWrite(ctx context.Context, rp *Replay, outcome string) error {
+	if rp.Earlier {
+		return nil
+	}
+	if rp.Applied {
+		_, err := s.pool.Exec(ctx, "UPDATE pending_operations SET outcome = $2 WHERE id = $1", rp.op.ID, outcome)
+		return classify(err)
+	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "UPDATE pending_operations SET done = now(), outcome = $2 WHERE id = $1", op.ID, outcome); err != nil {
+		tag, err := tx.Exec(ctx, "UPDATE pending_operations SET done = now(), outcome = $2 WHERE id = $1 AND done IS NULL", rp.op.ID, outcome)
+		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
-		details["ID"], details["Outcome"] = op.ID, outcome
-		return recordEvent(ctx, tx, by, "replay", operationsKind, op.Target, details)
+		return recordEvent(ctx, tx, rp.by, "replay", operationsKind, rp.op.Target, rp.eventDetails(outcome))
 	})
+}
+
+// Caller returns the principal a write queued by queued is replayed as now: the user as this
+// region knows it at this moment, with the role queued narrowed to the user's current role,
+// or ErrUnauthorized when the user does not exist here (deleted since, or unknown to the
+// region the write was handed over to) or no role was recorded.
+func (s *Store) Caller(ctx context.Context, queued Principal) (Principal, error) {
+	if queued.User == "" || queued.Role == "" {
+		return Principal{}, classed(ErrUnauthorized, "the write has no recorded caller")
+	}
+	var role string
+	err := s.pool.QueryRow(ctx, "SELECT role FROM users WHERE name = $1", queued.User).Scan(&role)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Principal{}, classed(ErrUnauthorized, "user %s, who queued the write, does not exist on this region", queued.User)
+	case err != nil:
+		return Principal{}, classify(err)
+	}
+	if rank(role) > rank(queued.Role) {
+		queued.Role = role
+	}
+	return queued, nil
 }
 
 // settleHandedOver settles the queued writes among released as handed over when the rack is

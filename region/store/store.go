@@ -144,7 +144,9 @@ func (s *Store) Delete(ctx context.Context, by Principal, kind, key string, forc
 // tx runs fn in a transaction and turns constraint violations into classed errors.
 // Under DryRun it rolls back what fn did and returns ErrDryRun.
 func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	if isDryRun(ctx) {
+	rp := replayOf(ctx)
+	switch {
+	case isDryRun(ctx):
 		inner := fn
 		fn = func(tx pgx.Tx) error {
 			if err := inner(tx); err != nil {
@@ -152,9 +154,23 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 			}
 			return ErrDryRun
 		}
+	case rp != nil && !rp.Applied:
+		inner := fn
+		fn = func(tx pgx.Tx) error {
+			if err := rp.checkBase(ctx, tx); err != nil {
+				return err
+			}
+			if err := inner(tx); err != nil {
+				return err
+			}
+			return rp.settle(ctx, tx)
+		}
 	}
 	err := pgx.BeginFunc(ctx, s.pool, fn)
-	if err == nil || errors.Is(err, ErrDryRun) {
+	if rp != nil && err == nil {
+		rp.Applied = true
+	}
+	if err == nil || errors.Is(err, ErrDryRun) || errors.Is(err, ErrReplayed) {
 		return err
 	}
 	pgErr := pgError(err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -18,6 +19,26 @@ import (
 
 // Rack transfer (region/api/transfer.go): pause, export on the source; check, import and its
 // undo on the target; the source's hand-over; the rack's queue of pending operations.
+
+type moveKey struct{}
+
+// AsMove marks ctx as a call of a move: the server sets it for an admin's api.HeaderMove (the
+// workers' calls). What records, changes or ends a transfer's hold of a rack is the move's
+// alone (refuseUnlessMove).
+func AsMove(ctx context.Context) context.Context { return context.WithValue(ctx, moveKey{}, true) }
+
+func isMove(ctx context.Context) bool { return ctx.Value(moveKey{}) != nil }
+
+// refuseUnlessMove refuses (ErrForbidden) to do what to rack for the transfer run held (the
+// rack's hold, or one a call names) unless ctx is the move's: a pause a move holds is ended
+// by that move, or its recovery, only.
+func refuseUnlessMove(ctx context.Context, rack string, held api.RackHold, what string) error {
+	if held.IsZero() || isMove(ctx) {
+		return nil
+	}
+	return classed(ErrForbidden, "rack %s: only transfer %s (run %s, %s→%s) itself may %s; cancel the transfer, or once it has ended run `ironflow racks recover %s`",
+		rack, held.Transfer, held.Run, held.From, held.To, what, rack)
+}
 
 // PauseRack marks the rack paused: a transfer holds it, and operations for its machines are
 // queued (QueueRackOperation) instead of run. hold, the transfer run pausing it, is recorded
@@ -46,6 +67,14 @@ func (s *Store) setRackPaused(ctx context.Context, by Principal, rackUUID string
 		}
 		stored = r.obj
 		held := api.RackHoldOf(*r.obj)
+		if err := refuseUnlessMove(ctx, r.obj.Name, hold, "name it in a pause"); err != nil {
+			return err
+		}
+		if !paused {
+			if err := refuseUnlessMove(ctx, r.obj.Name, held, "end its pause"); err != nil {
+				return err
+			}
+		}
 		sameRun := held.Transfer == hold.Transfer && held.Run == hold.Run
 		if paused && r.obj.Status == api.RackPaused && !held.IsZero() && !hold.IsZero() && !sameRun {
 			return conflictf("rack %s is paused by transfer %s (run %s, %s→%s), which is not this one; once it has ended, `ironflow racks recover %s` undoes or finishes what it left",
@@ -257,12 +286,23 @@ func (s *Store) ImportRack(ctx context.Context, by Principal, b api.RackBundle) 
 		if len(conflicts) > 0 {
 			return conflictf("cannot import rack %s (%s): %s", b.Rack.Name, b.Rack.Uuid, strings.Join(conflicts, "; "))
 		}
+		switch cur, err := rackByUUID(ctx, tx, b.Rack.Uuid, true); {
+		case err == nil:
+			if err := refuseUnlessMove(ctx, cur.obj.Name, api.RackHoldOf(*cur.obj), "import over its copy"); err != nil {
+				return err
+			}
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
 		rack := b.Rack
 		rack.Status, rack.RegionEndpoints = api.RackPaused, []string{}
 		rack.Meta = maps.Clone(rack.Meta)
 		emptyMeta(&rack.Meta)
 		hold := api.RackHold{}
 		if b.Hold != nil && !b.Hold.IsZero() {
+			if err := refuseUnlessMove(ctx, rack.Name, *b.Hold, "name it in an import"); err != nil {
+				return err
+			}
 			hold = *b.Hold
 			hold.Role = api.TransferTarget
 		}
@@ -405,6 +445,14 @@ func (s *Store) UndoRackImport(ctx context.Context, by Principal, rackUUID strin
 
 // undoRackImport is UndoRackImport inside tx.
 func undoRackImport(ctx context.Context, tx pgx.Tx, by Principal, rackUUID string) error {
+	switch r, err := rackByUUID(ctx, tx, rackUUID, true); {
+	case err == nil:
+		if err := refuseUnlessMove(ctx, r.obj.Name, api.RackHoldOf(*r.obj), "delete its copy"); err != nil {
+			return err
+		}
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
 	steps := []func() error{
 		func() error { return deleteImported(ctx, tx, by, pods, rackUUID) },
 		func() error { return deleteImported(ctx, tx, by, subnets, rackUUID) },
@@ -458,6 +506,9 @@ func (s *Store) HandOverRack(ctx context.Context, by Principal, rackUUID string)
 }
 
 func handOverRack(ctx context.Context, tx pgx.Tx, by Principal, r row[api.Rack]) error {
+	if err := refuseUnlessMove(ctx, r.obj.Name, api.RackHoldOf(*r.obj), "hand it over"); err != nil {
+		return err
+	}
 	if r.obj.Status != api.RackPaused {
 		return conflictf("rack %s is %s, not paused by a transfer; delete it with `ironflow racks delete` instead", r.obj.Name, r.obj.Status)
 	}
@@ -507,13 +558,17 @@ func handOverRack(ctx context.Context, tx pgx.Tx, by Principal, r row[api.Rack])
 // machines behind it (a migrated stub included).
 const rackOpsWhere = "(target = $1::uuid OR target IN (SELECT uuid FROM machines WHERE doc->>'Rack' = $1::text))"
 
-// QueueRackOperation queues op for a paused rack or one of the machines behind it; it runs
-// when the transfer releases the queue. A rack that is not paused refuses (ErrConflict): run
-// the operation directly. A rack holding api.MaxQueuedOperations unreleased operations
-// refuses more (ErrFull).
+// QueueRackOperation queues op for a paused rack or one of the machines behind it, as by; it
+// runs when the transfer releases the queue. A rack that is not paused refuses (ErrConflict):
+// run the operation directly. A rack whose queue holds api.MaxQueuedOperations operations
+// not yet released or settled, or api.MaxQueuedBytes of payload, refuses more (ErrFull).
 func (s *Store) QueueRackOperation(ctx context.Context, by Principal, rackUUID string, op *api.PendingOperation) error {
 	target := op.Target
 	if err := canonUUID("pending operation", "Target", &target, false); err != nil {
+		return err
+	}
+	size, err := payloadSize(op.Payload)
+	if err != nil {
 		return err
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
@@ -534,15 +589,36 @@ func (s *Store) QueueRackOperation(ctx context.Context, by Principal, rackUUID s
 				return invalidf("machine %s is behind rack %q, not rack %s", m.obj.Name, m.obj.Rack, r.obj.Name)
 			}
 		}
-		var queued int
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM pending_operations WHERE NOT released AND "+rackOpsWhere, r.obj.Uuid).Scan(&queued); err != nil {
+		var queued, bytes int
+		if err := tx.QueryRow(ctx, "SELECT count(*), coalesce(sum(octet_length(payload::text)), 0) FROM pending_operations WHERE "+queueHeldWhere+" AND "+rackOpsWhere,
+			r.obj.Uuid).Scan(&queued, &bytes); err != nil {
 			return err
 		}
-		if queued >= api.MaxQueuedOperations {
+		switch {
+		case queued >= api.MaxQueuedOperations:
 			return classed(ErrFull, "rack %s already has %d queued operations, the most it may hold; retry once its transfer has finished", r.obj.Name, queued)
+		case bytes+size > api.MaxQueuedBytes:
+			return classed(ErrFull, "rack %s already has %d bytes of queued operations, and this one's %d would pass the most it may hold (%d); retry once its transfer has finished",
+				r.obj.Name, bytes, size, api.MaxQueuedBytes)
 		}
 		return insertOperation(ctx, tx, by, op)
 	})
+}
+
+// queueHeldWhere selects the operations a rack's queue still holds: not released, or writes
+// released but not settled yet (a hand-over's, waiting for their replay).
+const queueHeldWhere = "(NOT released OR (kind = '" + api.OperationWrite + "' AND done IS NULL))"
+
+// payloadSize is the size of payload as the queue counts it: its compact JSON, which is no
+// larger than the text PostgreSQL counts (octet_length(payload::text)).
+func payloadSize(payload map[string]any) (int, error) {
+	var doc bytes.Buffer
+	enc := json.NewEncoder(&doc)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(payload); err != nil {
+		return 0, invalidf("operation payload: %v", err)
+	}
+	return doc.Len() - 1, nil // without Encode's newline
 }
 
 // RackOperations lists the unreleased operations of the rack, oldest first.
@@ -555,14 +631,31 @@ func (s *Store) RackOperations(ctx context.Context, rackUUID string) ([]api.Pend
 }
 
 // ReleaseRackOperations stores the operations handed over from rel.Origin (once: a retried
-// hand-over adds nothing), then marks every unreleased operation of the rack released and
-// returns them, oldest first.
+// hand-over adds nothing), each with the caller the origin recorded, then marks every
+// unreleased operation of the rack released and returns them, oldest first. A hand-over
+// carries at most what one rack's queue holds (api.MaxQueuedOperations, api.MaxQueuedBytes).
 func (s *Store) ReleaseRackOperations(ctx context.Context, by Principal, rackUUID string, rel api.OperationsRelease) ([]api.PendingOperation, error) {
 	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
 		return nil, err
 	}
+	if !isMove(ctx) {
+		return nil, classed(ErrForbidden, "only a rack transfer releases a rack's queue (the workers' calls, marked %s)", api.HeaderMove)
+	}
 	if len(rel.Operations) > 0 && rel.Origin == "" {
 		return nil, invalidf("handed-over operations need the Origin region they were queued on")
+	}
+	if len(rel.Operations) > api.MaxQueuedOperations {
+		return nil, classed(ErrTooLarge, "a hand-over carries at most the %d operations one rack's queue holds, not %d", api.MaxQueuedOperations, len(rel.Operations))
+	}
+	total := 0
+	for _, op := range rel.Operations {
+		size, err := payloadSize(op.Payload)
+		if err != nil {
+			return nil, err
+		}
+		if total += size; total > api.MaxQueuedBytes {
+			return nil, classed(ErrTooLarge, "a hand-over carries at most the %d bytes of payload one rack's queue holds", api.MaxQueuedBytes)
+		}
 	}
 	var released []api.PendingOperation
 	origins := make([]string, 0, len(rel.Operations))
@@ -580,9 +673,9 @@ func (s *Store) ReleaseRackOperations(ctx context.Context, by Principal, rackUUI
 				payload = map[string]any{}
 			}
 			origin := fmt.Sprintf("%s/%d", rel.Origin, op.ID)
-			if _, err := tx.Exec(ctx, `INSERT INTO pending_operations (target, kind, payload, created, origin)
-				VALUES ($1, $2, $3, $4, $5) ON CONFLICT (origin) DO NOTHING`,
-				target, op.Kind, payload, op.Created, origin); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO pending_operations (target, kind, payload, created, origin, queued_by, queued_role)
+				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (origin) DO NOTHING`,
+				target, op.Kind, payload, op.Created, origin, op.QueuedBy, op.QueuedRole); err != nil {
 				return err
 			}
 			origins = append(origins, origin)
@@ -608,7 +701,7 @@ func (s *Store) ReleaseRackOperations(ctx context.Context, by Principal, rackUUI
 }
 
 // operationColumns are the columns scanOperations reads.
-const operationColumns = "id, target::text, kind, payload, created, released, done, outcome"
+const operationColumns = "id, target::text, kind, payload, created, released, done, outcome, queued_by, queued_role"
 
 func scanOperations(rows pgx.Rows, err error) ([]api.PendingOperation, error) {
 	if err != nil {
@@ -616,7 +709,7 @@ func scanOperations(rows pgx.Rows, err error) ([]api.PendingOperation, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.PendingOperation, error) {
 		var op api.PendingOperation
-		err := r.Scan(&op.ID, &op.Target, &op.Kind, &op.Payload, &op.Created, &op.Released, &op.Done, &op.Outcome)
+		err := r.Scan(&op.ID, &op.Target, &op.Kind, &op.Payload, &op.Created, &op.Released, &op.Done, &op.Outcome, &op.QueuedBy, &op.QueuedRole)
 		return op, err
 	})
 }

@@ -18,6 +18,9 @@ import (
 // has closed: TransferRack and RecoverRackTransfer run under the rack's one workflow ID, so
 // any other run of it has.
 func (s *Store) RecoverRackTransfer(ctx context.Context, by Principal, rackUUID string, rec api.RackRecovery) (api.RackRecovered, error) {
+	if !isMove(ctx) {
+		return api.RackRecovered{}, classed(ErrForbidden, "only a rack transfer or its recovery (`ironflow racks recover`) recovers a rack (the workers' calls, marked %s)", api.HeaderMove)
+	}
 	if rec.Hold.IsZero() || rec.Hold.Run == "" {
 		return api.RackRecovered{}, invalidf("a recovery names the transfer run whose hold it ends (Hold.Transfer and Hold.Run)")
 	}

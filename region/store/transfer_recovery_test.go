@@ -25,7 +25,7 @@ func as(h api.RackHold, role string) api.RackHold {
 // of the pause drops the hold.
 func TestPauseRackRecordsItsTransfer(t *testing.T) {
 	s, _ := newStore(t)
-	ctx := context.Background()
+	ctx := store.AsMove(context.Background()) // the move's calls, as the workers make them
 	rackFixtures(t, s)
 	first := closedRun
 	first.To = ""
@@ -57,7 +57,7 @@ func TestPauseRackRecordsItsTransfer(t *testing.T) {
 // or, for a finished move, the source hands the rack over; each writes a transfer-recovered
 // event; a second recovery does nothing, and a rack another run holds is refused.
 func TestRecoverRackTransfer(t *testing.T) {
-	ctx := context.Background()
+	ctx := store.AsMove(context.Background())
 	rec := func(hold api.RackHold, action, outcome string) api.RackRecovery {
 		return api.RackRecovery{Hold: hold, Action: action, Outcome: outcome, RecoveredBy: "transfer-rack/" + rackA + " run run-2", StartedBy: "alice"}
 	}

@@ -214,7 +214,7 @@ func TestHandOverRackDeletesWithoutForce(t *testing.T) {
 func TestRackOperationsQueueAndRelease(t *testing.T) {
 	src, _ := newStore(t)
 	dst, _ := newStore(t)
-	ctx := context.Background()
+	ctx := store.AsMove(context.Background()) // the hand-over is the move's
 	rackFixtures(t, src)
 	rackFixtures(t, dst)
 	op := api.PendingOperation{Target: mach2, Kind: "power-on"}
