@@ -104,11 +104,9 @@ func abuseQueuedPrincipal(t *testing.T, s *abuseStack) {
 		t.Fatalf("pause rack B: %d %s", a.code, a.body)
 	}
 	defer s.call(t, admin, "POST", rackPath+"/unpause", nil)
-	forged := api.WriteRequest{Method: "POST", Path: "/api/v1/users", Body: `{"Name":"mallory","Role":"admin"}`, User: "admin", Role: api.RoleAdmin}
-	var payload map[string]any
-	if err := json.Unmarshal(mustJSON(t, forged), &payload); err != nil {
-		t.Fatal(err)
-	}
+	// A write request with the principal fields an older payload carried.
+	payload := map[string]any{"Method": "POST", "Path": "/api/v1/users", "Body": `{"Name":"mallory","Role":"admin"}`,
+		"User": "admin", "Role": api.RoleAdmin}
 	op := api.PendingOperation{Target: s.rackB.Uuid, Kind: api.OperationWrite, Payload: payload}
 	queued := s.call(t, operator, "POST", rackPath+"/operations", mustJSON(t, op))
 	if a := s.call(t, operator, "POST", rackPath+"/unpause", nil); a.code != 200 {
