@@ -57,9 +57,10 @@ type kind[T any] struct {
 	columns func(*T) []column
 	// prepare sets defaults; old is nil on Create.
 	prepare func(obj, old *T)
-	// validate checks the object alone; check needs the database (in the transaction).
+	// validate checks the object alone; check needs the database (in the transaction); old
+	// is the stored state it replaces, nil on Create.
 	validate func(*T) error
-	check    func(ctx context.Context, tx pgx.Tx, obj *T) error
+	check    func(ctx context.Context, tx pgx.Tx, obj, old *T) error
 	// children rewrites relation tables after each write.
 	children func(ctx context.Context, tx pgx.Tx, obj *T) error
 	deps     []dependents
@@ -410,7 +411,7 @@ func (k *kind[T]) write(ctx context.Context, tx pgx.Tx, by Principal, seq int64,
 		return nil, err
 	}
 	if k.check != nil {
-		if err := k.check(ctx, tx, obj); err != nil {
+		if err := k.check(ctx, tx, obj, old.obj); err != nil {
 			return nil, err
 		}
 	}
