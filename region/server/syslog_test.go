@@ -14,11 +14,11 @@ import (
 	"github.com/ironflow/ironflow/region/store"
 )
 
-// syslogFixture is a rack serving one subnet with a machine on it, and a second rack.
+// syslogFixture is a rack serving one subnet with a machine reserved on it, and a second rack.
 type syslogFixture struct {
 	e           *env
 	rack, other api.RackRegistered
-	machine     string // UUID of birdy, MAC 52:54:00:00:05:01
+	machine     string // UUID of birdy, MAC 52:54:00:00:05:01, Address 10.5.0.100
 	subnet      string // UUID of 10.5.0.0/24
 	path        string // the rack's syslog route
 	now         time.Time
@@ -30,7 +30,7 @@ func newSyslogFixture(t *testing.T) syslogFixture {
 	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f"})["Uuid"]
 	vlan := e.create(api.KindVLANs, map[string]any{"Fabric": fabric, "VID": 1, "PrimaryRack": f.rack.Rack.Uuid, "DHCPOn": true})["Uuid"]
 	f.subnet = e.create(api.KindSubnets, map[string]any{"Name": "s1", "CIDR": "10.5.0.0/24", "VLAN": vlan})["Uuid"].(string)
-	f.machine = e.create(api.KindMachines, map[string]any{"Name": "birdy", "HardwareAddrs": []string{"52:54:00:00:05:01"}})["Uuid"].(string)
+	f.machine = e.create(api.KindMachines, map[string]any{"Name": "birdy", "HardwareAddrs": []string{"52:54:00:00:05:01"}, "Address": "10.5.0.100"})["Uuid"].(string)
 	f.path = e.base + "/api/v1/racks/" + f.rack.Rack.Uuid + "/syslog"
 	return f
 }
@@ -123,6 +123,46 @@ func TestRackSyslog(t *testing.T) {
 	}
 	// A machine token reads nothing, not even its own machine's syslog.
 	doRequest(t, e.machineToken(f.machine), http.MethodGet, e.base+"/api/v1/machines/Name:birdy/logs", nil).apiError(t, http.StatusForbidden)
+}
+
+// TestRackSyslogOnlyOfServedMachines: a rack posts syslog only for the machines it serves
+// (behind it, reserved in its subnets, or leased by it); a message naming another rack's
+// machine by MAC is refused and counted, and stores nothing under that machine.
+func TestRackSyslogOnlyOfServedMachines(t *testing.T) {
+	t.Parallel()
+	f := newSyslogFixture(t)
+	e := f.e
+	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f2"})["Uuid"]
+	vlan := e.create(api.KindVLANs, map[string]any{"Fabric": fabric, "VID": 2, "PrimaryRack": f.other.Rack.Uuid, "DHCPOn": true})["Uuid"]
+	e.create(api.KindSubnets, map[string]any{"Name": "s2", "CIDR": "10.6.0.0/24", "VLAN": vlan})
+	robin := e.create(api.KindMachines, map[string]any{"Name": "robin", "HardwareAddrs": []string{"52:54:00:00:06:01"}, "Address": "10.6.0.10"})["Uuid"].(string)
+	wren := e.create(api.KindMachines, map[string]any{"Name": "wren", "HardwareAddrs": []string{"52:54:00:00:06:02"}, "Rack": f.rack.Rack.Uuid})["Uuid"].(string)
+	lark := e.create(api.KindMachines, map[string]any{"Name": "lark", "HardwareAddrs": []string{"52:54:00:00:06:03"}})["Uuid"].(string)
+	e.create(api.KindLeases, map[string]any{"Addr": "10.5.0.30", "MAC": "52:54:00:00:06:03", "Subnet": f.subnet, "Rack": f.rack.Rack.Uuid,
+		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
+
+	batch := []api.SyslogMessage{
+		f.msg("10.5.0.100", "52:54:00:00:05:01", "reserved"),
+		f.msg("10.5.0.20", "52:54:00:00:06:01", "rack-b's machine"),
+		f.msg("10.5.0.21", "52:54:00:00:06:02", "behind the rack"),
+		f.msg("10.5.0.30", "52:54:00:00:06:03", "leased"),
+	}
+	var res api.SyslogSyncResult
+	r := doRequest(t, f.rack.Token, http.MethodPost, f.path, batch)
+	decodeJSON(t, r, &res)
+	if r.code != http.StatusOK || res.Stored != 3 || len(res.Rejected) != 1 || res.Rejected[0].Index != 1 || res.Rejected[0].Reason != store.SyslogOtherMachine ||
+		!strings.Contains(res.Rejected[0].Error, "robin") {
+		t.Fatalf("sync: %d %s, want 3 stored and robin's refused as %s", r.code, r.body, store.SyslogOtherMachine)
+	}
+	for machine, want := range map[string]int{robin: 0, wren: 1, lark: 1, f.machine: 1} {
+		if logs, err := e.st.Syslog(context.Background(), store.SyslogQuery{Machine: machine}); err != nil || len(logs) != want {
+			t.Errorf("machine %s has %d messages (%v), want %d", machine, len(logs), err, want)
+		}
+	}
+	metrics := string(e.mustDo("", http.MethodGet, "/metrics", nil, http.StatusOK).body)
+	if want := fmt.Sprintf("ironflow_syslog_records_rejected_total{reason=%q} 1", store.SyslogOtherMachine); !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %s", want)
+	}
 }
 
 // TestMachineLogsPagingAndFilters: logs come oldest first, paged with HeaderNext, and After
