@@ -368,6 +368,12 @@ var contract = []contractCase{
 		wantStatus(t, "a name used by another machine", err, http.StatusConflict)
 		// The refused import did not spend the ticket.
 		wantStatus(t, "delete of the other machine", p.dst.DeleteMachine(ctx, unknownUUID, ""), 0)
+		p.dst.putMachine(t, api.Machine{Uuid: unknownUUID, Name: "holder", Address: "10.0.0.5"})
+		addressed := b
+		addressed.Machine.Address = "10.0.0.5"
+		_, err = p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: addressed})
+		wantStatus(t, "an address another machine holds", err, http.StatusConflict)
+		wantStatus(t, "delete of the address holder", p.dst.DeleteMachine(ctx, unknownUUID, ""), 0)
 		_, err = p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b})
 		wantStatus(t, "import with the unspent ticket", err, 0)
 	}},

@@ -38,7 +38,9 @@ func TestMachineAddressIsUnique(t *testing.T) {
 		}
 	}
 	holds := fmt.Sprintf("machine holder (%s)", holder.Uuid)
-	refused("create", func() error { return s.Create(ctx, alice, api.KindMachines, &api.Machine{Name: "dup", Address: "10.0.0.5"}) }, holds)
+	refused("create", func() error {
+		return s.Create(ctx, alice, api.KindMachines, &api.Machine{Name: "dup", Address: "10.0.0.5"})
+	}, holds)
 	refused("create, spelled otherwise", func() error {
 		return s.Create(ctx, alice, api.KindMachines, &api.Machine{Name: "dup", Address: "2001:DB8:0::1"})
 	}, fmt.Sprintf("machine v6 (%s)", v6.Uuid))
