@@ -39,6 +39,12 @@ func (f syslogFixture) msg(addr, mac, text string) api.SyslogMessage {
 	return api.SyslogMessage{Addr: addr, MAC: mac, Received: f.now, Facility: 1, Severity: 6, App: "test", Text: text}
 }
 
+// lease writes, as an operator, a live lease of rack on the fixture's subnet.
+func (f syslogFixture) lease(addr, mac string, rack api.RackRegistered) {
+	f.e.create(api.KindLeases, map[string]any{"Addr": addr, "MAC": mac, "Subnet": f.subnet, "Rack": rack.Rack.Uuid,
+		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
+}
+
 func (f syslogFixture) logs(t *testing.T, query string) ([]api.SyslogMessage, response) {
 	t.Helper()
 	r := f.e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/machines/Name:birdy/logs"+query, nil, http.StatusOK)
@@ -56,8 +62,7 @@ func TestRackSyslog(t *testing.T) {
 	f := newSyslogFixture(t)
 	e := f.e
 	// rack-b holds a live lease on 10.5.0.9 (an operator wrote it; racks write their own).
-	e.create(api.KindLeases, map[string]any{"Addr": "10.5.0.9", "MAC": "52:54:00:00:05:09", "Subnet": f.subnet, "Rack": f.other.Rack.Uuid,
-		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
+	f.lease("10.5.0.9", "52:54:00:00:05:09", f.other)
 
 	batch := []api.SyslogMessage{
 		f.msg("10.5.0.100", "52:54:00:00:05:01", "first"),
@@ -138,8 +143,7 @@ func TestRackSyslogOnlyOfServedMachines(t *testing.T) {
 	robin := e.create(api.KindMachines, map[string]any{"Name": "robin", "HardwareAddrs": []string{"52:54:00:00:06:01"}, "Address": "10.6.0.10"})["Uuid"].(string)
 	wren := e.create(api.KindMachines, map[string]any{"Name": "wren", "HardwareAddrs": []string{"52:54:00:00:06:02"}, "Rack": f.rack.Rack.Uuid})["Uuid"].(string)
 	lark := e.create(api.KindMachines, map[string]any{"Name": "lark", "HardwareAddrs": []string{"52:54:00:00:06:03"}})["Uuid"].(string)
-	e.create(api.KindLeases, map[string]any{"Addr": "10.5.0.30", "MAC": "52:54:00:00:06:03", "Subnet": f.subnet, "Rack": f.rack.Rack.Uuid,
-		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
+	f.lease("10.5.0.30", "52:54:00:00:06:03", f.rack)
 
 	batch := []api.SyslogMessage{
 		f.msg("10.5.0.100", "52:54:00:00:05:01", "reserved"),

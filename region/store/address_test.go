@@ -117,15 +117,9 @@ func TestConcurrentWritesOfOneAddress(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t)
-	const writers = 8
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			errs[i] = s.Create(ctx, alice, api.KindMachines, &api.Machine{Name: fmt.Sprintf("m%d", i), Address: "10.0.0.5"})
-		})
-	}
-	wg.Wait()
+	errs := concurrently(8, func(i int) error {
+		return s.Create(ctx, alice, api.KindMachines, &api.Machine{Name: fmt.Sprintf("m%d", i), Address: "10.0.0.5"})
+	})
 	created := 0
 	for i, err := range errs {
 		switch {
@@ -138,4 +132,15 @@ func TestConcurrentWritesOfOneAddress(t *testing.T) {
 	if created != 1 {
 		t.Fatalf("%d machines created with one address, want 1", created)
 	}
+}
+
+// concurrently runs fn(0) to fn(n-1) at once and returns their errors by i.
+func concurrently(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	return errs
 }

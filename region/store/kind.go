@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -549,4 +550,13 @@ func queryStrings(ctx context.Context, q querier, sql string, args ...any) ([]st
 		return nil, err
 	}
 	return out, nil
+}
+
+// queryFirst scans the first row a query selects into dest and reports whether there was one.
+func queryFirst(ctx context.Context, q querier, sql string, args []any, dest ...any) (bool, error) {
+	err := q.QueryRow(ctx, sql, args...).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 
 	"github.com/jackc/pgx/v5"
@@ -89,12 +88,9 @@ func addressFree(ctx context.Context, tx pgx.Tx, m, old *api.Machine) error {
 		return err
 	}
 	var holder, holderUUID string
-	err := tx.QueryRow(ctx, "SELECT name, uuid::text FROM machines WHERE doc->>'Address' = $1 AND uuid <> $2::uuid ORDER BY seq LIMIT 1",
-		m.Address, m.Uuid).Scan(&holder, &holderUUID)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
-	case err != nil:
+	held, err := queryFirst(ctx, tx, "SELECT name, uuid::text FROM machines WHERE doc->>'Address' = $1 AND uuid <> $2::uuid ORDER BY seq LIMIT 1",
+		[]any{m.Address, m.Uuid}, &holder, &holderUUID)
+	if !held {
 		return err
 	}
 	return conflictf("machine %s Address %s is already the address of machine %s (%s): a machine's address is unique in the region",

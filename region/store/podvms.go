@@ -149,13 +149,10 @@ func nameFreeInDNS(ctx context.Context, tx pgx.Tx, name string) error {
 		return nil
 	}
 	var kind, rec string
-	err := tx.QueryRow(ctx, `SELECT doc->>'Type', uuid::text FROM dnsrecords
+	owned, err := queryFirst(ctx, tx, `SELECT doc->>'Type', uuid::text FROM dnsrecords
 		WHERE CASE WHEN name = '@' THEN domain ELSE name || '.' || domain END = $1 ORDER BY seq LIMIT 1`,
-		strings.ToLower(name)+"."+def).Scan(&kind, &rec)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
-	case err != nil:
+		[]any{strings.ToLower(name) + "." + def}, &kind, &rec)
+	if !owned {
 		return err
 	}
 	return conflictf("pod VM %s would be %s.%s, which the operator's %s record %s already names; compose it under another name",
