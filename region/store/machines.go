@@ -87,8 +87,10 @@ func addressFree(ctx context.Context, tx pgx.Tx, m, old *api.Machine) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", addressLock, m.Address); err != nil {
 		return err
 	}
+	// "<> ''" lets a generic plan use the partial index machines_address (migration 0083).
 	var holder, holderUUID string
-	held, err := queryFirst(ctx, tx, "SELECT name, uuid::text FROM machines WHERE doc->>'Address' = $1 AND uuid <> $2::uuid ORDER BY seq LIMIT 1",
+	held, err := queryFirst(ctx, tx,
+		"SELECT name, uuid::text FROM machines WHERE doc->>'Address' = $1 AND doc->>'Address' <> '' AND uuid <> $2::uuid ORDER BY seq LIMIT 1",
 		[]any{m.Address, m.Uuid}, &holder, &holderUUID)
 	if !held {
 		return err
