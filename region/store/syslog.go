@@ -22,7 +22,7 @@ const (
 	SyslogNotServed = "not_served" // its address is in no subnet of a VLAN the rack serves
 	SyslogOtherRack = "other_rack" // another rack holds a live lease on its address
 	SyslogNoMachine = "no_machine" // no machine has its MAC
-	// SyslogOtherMachine: the machine with its MAC is not one the rack serves (see servedBy).
+	// SyslogOtherMachine: the machine with its MAC is not one the rack serves (see machinesByMAC).
 	SyslogOtherMachine = "other_machine"
 )
 
@@ -32,8 +32,8 @@ const (
 const syslogInsertLock int64 = 0x7379736c6f67
 
 // SyncSyslog stores a rack's syslog messages, each under the machine that has its MAC when
-// the rack serves that machine, and records one audit event for the batch. Each message is judged alone (see the Syslog*
-// reasons); the rest of the batch is stored.
+// the rack serves that machine, and records one audit event for the batch. Each message is
+// judged alone (see the Syslog* reasons); the rest of the batch is stored.
 func (s *Store) SyncSyslog(ctx context.Context, by Principal, rackUUID string, batch []api.SyslogMessage) (api.SyslogSyncResult, error) {
 	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
 		return api.SyslogSyncResult{}, err
