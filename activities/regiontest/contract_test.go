@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
@@ -369,6 +371,12 @@ var contract = []contractCase{
 		wantStatus(t, "a name used by another machine", err, http.StatusConflict)
 		// The refused import did not spend the ticket.
 		wantStatus(t, "delete of the other machine", p.dst.DeleteMachine(ctx, unknownUUID, ""), 0)
+		p.dst.putMachine(t, api.Machine{Uuid: unknownUUID, Name: "holder", Address: "10.0.0.5"})
+		addressed := b
+		addressed.Machine.Address = "10.0.0.5"
+		_, err = p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: addressed})
+		wantStatus(t, "an address another machine holds", err, http.StatusConflict)
+		wantStatus(t, "delete of the address holder", p.dst.DeleteMachine(ctx, unknownUUID, ""), 0)
 		_, err = p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b})
 		wantStatus(t, "import with the unspent ticket", err, 0)
 	}},
@@ -568,18 +576,19 @@ var contract = []contractCase{
 	}},
 	{"a rack imports paused, once, refusing what clashes, and its import can be undone", func(t *testing.T, p pair) {
 		p.src.putRack(t, rackA())
-		p.src.putMachine(t, api.Machine{Uuid: machineUUID, Name: "robin", Rack: rackUUID, HardwareAddrs: []string{"52:54:00:aa:bb:01"}})
+		p.src.putMachine(t, api.Machine{Uuid: machineUUID, Name: "robin", Rack: rackUUID, HardwareAddrs: []string{"52:54:00:aa:bb:01"}, Address: "10.0.0.5"})
 		b := must[api.RackBundle](t, "export")(p.src.rack.ExportRack(ctx, rackUUID))
 		p.dst.putRack(t, api.Rack{Uuid: otherRackUUID, Name: "rack-a"})
-		p.dst.putMachine(t, api.Machine{Uuid: unknownUUID, Name: "robin"})
+		p.dst.putMachine(t, api.Machine{Uuid: unknownUUID, Name: "robin", Address: "10.0.0.5"})
 		check := must[api.TransferCheck](t, "check")(p.dst.rack.CheckRackImport(ctx, b))
-		if len(check.Conflicts) != 2 {
-			t.Errorf("conflicts %q, want the rack name and the machine name", check.Conflicts)
+		if len(check.Conflicts) != 3 || !slices.ContainsFunc(check.Conflicts, func(c string) bool { return strings.HasPrefix(c, "Address 10.0.0.5 is used by machine robin") }) {
+			t.Errorf("conflicts %q, want the rack name, the machine name and its address", check.Conflicts)
 		}
 		_, err := p.dst.rack.ImportRack(ctx, b)
 		wantStatus(t, "import over conflicts", err, http.StatusConflict)
 		b.Rack.Name = "rack-a2"
 		b.Machines[0].Name = "robin2"
+		b.Machines[0].Address = "10.0.0.6"
 		if check := must[api.TransferCheck](t, "check")(p.dst.rack.CheckRackImport(ctx, b)); len(check.Conflicts) != 0 {
 			t.Errorf("conflicts %q, want none", check.Conflicts)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -201,6 +202,9 @@ func (r *Region) Import(_ context.Context, req api.ImportRequest) (api.Machine, 
 	if other, err := r.lookup("Name:" + m.Name); err == nil && other.Uuid != m.Uuid {
 		return api.Machine{}, apiErr(http.StatusConflict, "name %s is used by machine %s", m.Name, other.Uuid)
 	}
+	if holder, ok := r.addressHolder(m); ok {
+		return api.Machine{}, apiErr(http.StatusConflict, "machine %s Address %s is already the address of machine %s (%s)", m.Name, m.Address, holder.Name, holder.Uuid)
+	}
 	if existing, ok := r.machines[m.Uuid]; ok && !(isStub(existing) && existing.Locked) {
 		earlier := reused || !existing.Runnable && r.openImport(m.Uuid, req.Ticket) != nil
 		if !earlier || existing.Runnable {
@@ -230,6 +234,23 @@ func (r *Region) Import(_ context.Context, req api.ImportRequest) (api.Machine, 
 		}
 	}
 	return cloneMachine(m), nil
+}
+
+// addressHolder finds another machine with m's Address: a machine's address is unique in a
+// region.
+func (r *Region) addressHolder(m api.Machine) (api.Machine, bool) {
+	a, err := netip.ParseAddr(m.Address)
+	if err != nil {
+		return api.Machine{}, false
+	}
+	for _, uuid := range slices.Sorted(maps.Keys(r.machines)) {
+		if o := r.machines[uuid]; uuid != m.Uuid && o.Address != "" {
+			if b, err := netip.ParseAddr(o.Address); err == nil && a == b {
+				return o, true
+			}
+		}
+	}
+	return api.Machine{}, false
 }
 
 // ticketFor checks token for the import of machine; reused reports a ticket already spent

@@ -175,7 +175,7 @@ func (r *Region) ExportRack(_ context.Context, rack string) (api.RackBundle, err
 		b.Rack = s.rack
 		for _, uuid := range slices.Sorted(maps.Keys(r.machines)) {
 			if m := r.machines[uuid]; m.Rack == rack && !isStub(m) {
-				b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs)})
+				b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs), Address: m.Address})
 			}
 		}
 		return b, nil
@@ -200,7 +200,8 @@ func (r *Region) CheckRackImport(_ context.Context, b api.RackBundle) (api.Trans
 	return api.TransferCheck{Conflicts: r.rackConflicts(b)}, nil
 }
 
-// rackConflicts lists what on this region holds a name, CIDR or MAC of b under another UUID.
+// rackConflicts lists what on this region holds a name, CIDR, MAC or address of b under
+// another UUID.
 func (r *Region) rackConflicts(b api.RackBundle) []string {
 	conflicts := []string{}
 	ours := map[string]bool{b.Rack.Uuid: true}
@@ -245,6 +246,11 @@ func (r *Region) rackConflicts(b api.RackBundle) []string {
 					conflicts = append(conflicts, fmt.Sprintf("MAC %s is used by machine %s (%s)", mac, m.Name, uuid))
 				}
 			}
+		}
+	}
+	for _, rm := range b.Machines {
+		if holder, ok := r.addressHolder(api.Machine{Uuid: rm.Uuid, Address: rm.Address}); ok && !ours[holder.Uuid] {
+			conflicts = append(conflicts, fmt.Sprintf("Address %s is used by machine %s (%s)", rm.Address, holder.Name, holder.Uuid))
 		}
 	}
 	slices.Sort(conflicts)

@@ -14,7 +14,8 @@ import "time"
 //	     two long polls waiting; more are answered at once.
 //	POST /api/v1/racks/{uuid}/heartbeat   RackHeartbeat -> Rack (LastSeen and Status updated)
 //	POST /api/v1/racks/{uuid}/leases      []Lease -> LeaseSyncResult (batch upsert by Subnet+Addr;
-//	     invalid leases are refused one by one in Rejected, the rest are stored)
+//	     invalid leases are refused one by one in Rejected, the rest are stored; a lease's
+//	     MachineRef, when set, must be the machine that has its MAC)
 //
 // A rack drives the KVM pods it hosts (Pod.Rack) and writes what that changes through three
 // calls, each one transaction, refused (403) for a pod of another rack:
@@ -22,7 +23,10 @@ import "time"
 //	PUT    /api/v1/racks/{uuid}/pods/{pod}/facts           PodFacts -> Pod (a refresh)
 //	POST   /api/v1/racks/{uuid}/pods/{pod}/vms             Machine -> Machine: a composed VM declared as a
 //	       machine (its Pod and Rack set) and added to the pod's VMs; declaring the same Uuid again
-//	       for the same pod answers the machine as it is
+//	       for the same pod answers the machine as it is. The Machine holds what a compose
+//	       produces only (Uuid, Name, one MAC in HardwareAddrs, Fingerprint.SystemUUID equal to
+//	       Uuid, Status New): any other field set is 422; a Name an operator's DNS record owns
+//	       in the default domain is 409
 //	DELETE /api/v1/racks/{uuid}/pods/{pod}/vms/{machine}   a decomposed VM's machine deleted and removed
 //	       from the pod's VMs; one already gone is not an error
 //

@@ -8,8 +8,9 @@ import "time"
 //	POST /api/v1/racks/{uuid}/syslog      []SyslogMessage -> SyslogSyncResult (rack tokens
 //	     only, for the rack's own UUID; a message is refused on its own, in Rejected, when it
 //	     is malformed, holds a control or format character, comes from an address outside
-//	     the subnets the rack serves or held by another rack's live lease, or names no
-//	     machine by MAC)
+//	     the subnets the rack serves or held by another rack's live lease, names no machine
+//	     by MAC, or names a machine the rack does not serve: not behind it (Machine.Rack), its
+//	     Address in no subnet the rack serves, and no live lease of the rack for the MAC)
 //	GET  /api/v1/machines/{key}/logs?Since=TIME&After=ID&offset=&limit=
 //	     -> []SyslogMessage, oldest first, paged like every list (HeaderNext). Since is an
 //	     RFC 3339 time (messages received then or later), After an ID (messages stored after
@@ -46,7 +47,7 @@ type SyslogSyncResult struct {
 // SyslogRejection is one message of a batch the region refused, by its 0-based Index.
 type SyslogRejection struct {
 	Index  int    `json:"Index"`
-	Reason string `json:"Reason"` // invalid, not_served, other_rack, no_machine
+	Reason string `json:"Reason"` // invalid, not_served, other_rack, no_machine, other_machine
 	Error  string `json:"Error"`
 }
 

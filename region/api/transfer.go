@@ -48,6 +48,7 @@ type RackMachine struct {
 	Uuid          string   `json:"Uuid"`
 	Name          string   `json:"Name"`
 	HardwareAddrs []string `json:"HardwareAddrs"`
+	Address       string   `json:"Address,omitempty"` // unique in a region, like the MACs
 }
 
 // TransferCheck lists what on the target conflicts with a bundle; empty means it can import.

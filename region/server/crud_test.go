@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -274,4 +275,35 @@ func copyMap(m map[string]any) map[string]any {
 		c[k] = v
 	}
 	return c
+}
+
+// TestMachineAddressTaken: an operator cannot give two machines one address, by create, PUT
+// or PATCH: 409 naming the machine that holds it, and nothing changes.
+func TestMachineAddressTaken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	holder := e.create(api.KindMachines, map[string]any{"Name": "holder", "Address": "10.3.0.5"})
+	other := e.create(api.KindMachines, map[string]any{"Name": "other", "Address": "10.3.0.6"})
+	path := "/api/v1/machines/" + other["Uuid"].(string)
+	held := "machine holder (" + holder["Uuid"].(string) + ")"
+	readdressed := maps.Clone(other)
+	readdressed["Address"] = "10.3.0.5"
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+	}{
+		{"create", http.MethodPost, "/api/v1/machines", map[string]any{"Name": "dup", "Address": "10.3.0.5"}},
+		{"put", http.MethodPut, path, readdressed},
+		{"patch", http.MethodPatch, path, map[string]any{"Address": "10.3.0.5"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if msg := e.do(api.RoleOperator, c.method, c.path, c.body).apiError(t, http.StatusConflict); !strings.Contains(msg, held) {
+				t.Errorf("refusal %q does not name %s", msg, held)
+			}
+		})
+	}
+	if got := e.mustDo(api.RoleReadonly, http.MethodGet, path, nil, http.StatusOK).json(t); got["Address"] != "10.3.0.6" {
+		t.Errorf("other after refused writes: Address %v", got["Address"])
+	}
+	e.do(api.RoleReadonly, http.MethodGet, "/api/v1/machines/Name:dup", nil).apiError(t, http.StatusNotFound)
 }

@@ -112,6 +112,65 @@ func TestRackPodCalls(t *testing.T) {
 	e.mustDo(api.RoleAdmin, http.MethodDelete, "/api/v1/machines/"+vm.Uuid+"?force=true", nil, http.StatusNoContent)
 }
 
+// A rack declares a pod VM with what a compose produces and nothing more: a declaration
+// choosing the machine's address, secret, Meta, lock, pool or other identities is refused
+// whole, as is a name that an operator's DNS record in the default domain owns (the VM's
+// address record would replace it); none of it creates a machine or changes the pod.
+func TestRackDeclaresOnlyWhatAComposeProduces(t *testing.T) {
+	e := newEnv(t)
+	a := e.register(api.RackRegistration{Name: "rack-a"})
+	pod := e.create(api.KindPods, map[string]any{"Name": "kvm-01", "Rack": a.Rack.Uuid})["Uuid"].(string)
+	e.create(api.KindPools, map[string]any{"Name": "prod"})
+	e.create(api.KindDomains, map[string]any{"Name": "example.com", "Default": true})
+	cname := e.create(api.KindDNSRecords, map[string]any{"Domain": "example.com", "Name": "www", "Type": "CNAME", "Data": "web.example.net."})
+	e.create(api.KindDomains, map[string]any{"Name": "other.org"})
+	e.create(api.KindDNSRecords, map[string]any{"Domain": "other.org", "Name": "vm-1", "Type": "A", "Data": "192.0.2.1"})
+	vms := e.base + "/api/v1/racks/" + a.Rack.Uuid + "/pods/" + pod + "/vms"
+	const id = "5e000000-0000-4000-8000-000000000002"
+	compose := func(name string) api.Machine {
+		return api.Machine{Uuid: id, Name: name, HardwareAddrs: []string{"52:54:00:00:00:02"}, Fingerprint: api.Fingerprint{SystemUUID: id}, Status: api.StatusNew}
+	}
+	for _, c := range []struct {
+		name string
+		set  func(*api.Machine)
+		code int
+		want string
+	}{
+		{"address", func(m *api.Machine) { m.Address = "10.9.0.5" }, http.StatusUnprocessableEntity, "not Address"},
+		{"secret", func(m *api.Machine) { m.Secret = "chosen" }, http.StatusUnprocessableEntity, "not Secret"},
+		{"meta", func(m *api.Machine) { m.Meta = map[string]string{"k": "v"} }, http.StatusUnprocessableEntity, "not Meta"},
+		{"locked and pool", func(m *api.Machine) { m.Locked, m.Pool = true, "prod" }, http.StatusUnprocessableEntity, "not Locked, Pool"},
+		{"another identity", func(m *api.Machine) { m.Fingerprint.SSNHash = "abc" }, http.StatusUnprocessableEntity, "not Fingerprint.SSNHash"},
+		{"another SMBIOS UUID", func(m *api.Machine) { m.Fingerprint.SystemUUID = "5e000000-0000-4000-8000-0000000000ff" }, http.StatusUnprocessableEntity, "not its Uuid"},
+		{"two MACs", func(m *api.Machine) { m.HardwareAddrs = append(m.HardwareAddrs, "52:54:00:00:00:03") }, http.StatusUnprocessableEntity, "want its one MAC"},
+		{"status", func(m *api.Machine) { m.Status = api.StatusReady }, http.StatusUnprocessableEntity, "want New"},
+		{"the operator's CNAME", func(m *api.Machine) { m.Name = "WWW" }, http.StatusConflict, "CNAME record " + cname["Uuid"].(string)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := compose("vm-1")
+			c.set(&m)
+			if msg := doRequest(t, a.Token, http.MethodPost, vms, m).apiError(t, c.code); !strings.Contains(msg, c.want) {
+				t.Errorf("refusal %q, want it to name %q", msg, c.want)
+			}
+		})
+	}
+	e.do(api.RoleReadonly, http.MethodGet, "/api/v1/machines/"+id, nil).apiError(t, http.StatusNotFound)
+	if got := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/pods/"+pod, nil, http.StatusOK).json(t)["VMs"].([]any); len(got) != 0 {
+		t.Errorf("pod VMs after refused declarations %v", got)
+	}
+	if got := e.mustDo(api.RoleReadonly, http.MethodGet, "/api/v1/dnsrecords/"+cname["Uuid"].(string), nil, http.StatusOK).json(t); got["Type"] != "CNAME" {
+		t.Errorf("operator's record %v", got)
+	}
+
+	// A record of another domain than the default is no clash: the VM's name is in the default.
+	r := doRequest(t, a.Token, http.MethodPost, vms, compose("vm-1"))
+	m := r.json(t)
+	if r.code != http.StatusOK || m["Address"] != "" || m["Locked"] != false || m["Pool"] != "" || m["Status"] != api.StatusNew ||
+		m["Fingerprint"].(map[string]any)["SystemUUID"] != id {
+		t.Fatalf("declare: %d %s", r.code, r.body)
+	}
+}
+
 // Work on a pod takes a pod grant, which only an operator or admin gets; it covers that pod
 // only, and a rack's token can verify it.
 func TestPodGrants(t *testing.T) {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/store"
 )
 
 // rackSecret reads the region's minted rack secret as admin.
@@ -430,5 +432,42 @@ func TestRackLeaseSync(t *testing.T) {
 	q := url.Values{"Rack": {rack.Rack.Uuid}}
 	if len(e.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/leases?"+q.Encode(), nil, http.StatusOK).list(t)) != 3 {
 		t.Error("leases are not filed under the syncing rack")
+	}
+}
+
+// TestRackLeaseNamesOnlyItsMACsMachine: a lease's MachineRef puts its address under that
+// machine's name in DNS, so a rack may name only the machine that has the lease's MAC; a
+// lease naming another machine is refused on its own and counted.
+func TestRackLeaseNamesOnlyItsMACsMachine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rack := e.register(api.RackRegistration{Name: "rack-a"})
+	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f"})["Uuid"]
+	vlan := e.create(api.KindVLANs, map[string]any{"Fabric": fabric, "VID": 1, "PrimaryRack": rack.Rack.Uuid, "DHCPOn": true})["Uuid"]
+	subnet := e.create(api.KindSubnets, map[string]any{"Name": "s1", "CIDR": "10.1.0.0/24", "VLAN": vlan})["Uuid"].(string)
+	db := e.create(api.KindMachines, map[string]any{"Name": "db01", "HardwareAddrs": []string{"52:54:00:00:02:01"}})["Uuid"].(string)
+	vm := e.create(api.KindMachines, map[string]any{"Name": "vm01", "HardwareAddrs": []string{"52:54:00:00:02:02"}})["Uuid"].(string)
+	now := time.Now().UTC().Truncate(time.Second)
+	lease := func(addr, mac, machine string) api.Lease {
+		return api.Lease{Addr: addr, MAC: mac, Subnet: subnet, State: "active", Start: now, Expires: now.Add(time.Hour), MachineRef: machine}
+	}
+	batch := []api.Lease{
+		lease("10.1.0.10", "52:54:00:00:02:02", db), // vm01's MAC under db01's name
+		lease("10.1.0.11", "52:54:00:00:02:03", db), // a MAC of no machine under db01's name
+		lease("10.1.0.12", "52:54:00:00:02:02", vm),
+	}
+	r := doRequest(t, rack.Token, http.MethodPost, e.base+"/api/v1/racks/"+rack.Rack.Uuid+"/leases", batch)
+	var res api.LeaseSyncResult
+	decodeJSON(t, r, &res)
+	if r.code != http.StatusOK || res.Stored != 1 || len(res.Rejected) != 2 || res.Rejected[0].Index != 0 || res.Rejected[1].Index != 1 ||
+		!strings.Contains(res.Rejected[0].Error, "names machine "+db) {
+		t.Fatalf("sync: %d %s, want the leases naming db01 refused", r.code, r.body)
+	}
+	if ls := e.mustDo(api.RoleAdmin, http.MethodGet, "/api/v1/leases?MachineRef="+db, nil, http.StatusOK).list(t); len(ls) != 0 {
+		t.Errorf("leases stored under db01: %v", ls)
+	}
+	metrics := string(e.mustDo("", http.MethodGet, "/metrics", nil, http.StatusOK).body)
+	if want := fmt.Sprintf("ironflow_lease_records_rejected_total{reason=%q} 2", store.RejectWrongMachine); !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %s", want)
 	}
 }

@@ -17,11 +17,11 @@ import (
 	"github.com/ironflow/ironflow/region/store"
 )
 
-// syslogFixture is a rack serving one subnet with a machine on it, and a second rack.
+// syslogFixture is a rack serving one subnet with a machine reserved on it, and a second rack.
 type syslogFixture struct {
 	e           *env
 	rack, other api.RackRegistered
-	machine     string // UUID of birdy, MAC 52:54:00:00:05:01
+	machine     string // UUID of birdy, MAC 52:54:00:00:05:01, Address 10.5.0.100
 	subnet      string // UUID of 10.5.0.0/24
 	path        string // the rack's syslog route
 	now         time.Time
@@ -33,13 +33,19 @@ func newSyslogFixture(t *testing.T) syslogFixture {
 	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f"})["Uuid"]
 	vlan := e.create(api.KindVLANs, map[string]any{"Fabric": fabric, "VID": 1, "PrimaryRack": f.rack.Rack.Uuid, "DHCPOn": true})["Uuid"]
 	f.subnet = e.create(api.KindSubnets, map[string]any{"Name": "s1", "CIDR": "10.5.0.0/24", "VLAN": vlan})["Uuid"].(string)
-	f.machine = e.create(api.KindMachines, map[string]any{"Name": "birdy", "HardwareAddrs": []string{"52:54:00:00:05:01"}})["Uuid"].(string)
+	f.machine = e.create(api.KindMachines, map[string]any{"Name": "birdy", "HardwareAddrs": []string{"52:54:00:00:05:01"}, "Address": "10.5.0.100"})["Uuid"].(string)
 	f.path = e.base + "/api/v1/racks/" + f.rack.Rack.Uuid + "/syslog"
 	return f
 }
 
 func (f syslogFixture) msg(addr, mac, text string) api.SyslogMessage {
 	return api.SyslogMessage{Addr: addr, MAC: mac, Received: f.now, Facility: 1, Severity: 6, App: "test", Text: text}
+}
+
+// lease writes, as an operator, a live lease of rack on the fixture's subnet.
+func (f syslogFixture) lease(addr, mac string, rack api.RackRegistered) {
+	f.e.create(api.KindLeases, map[string]any{"Addr": addr, "MAC": mac, "Subnet": f.subnet, "Rack": rack.Rack.Uuid,
+		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
 }
 
 func (f syslogFixture) logs(t *testing.T, query string) ([]api.SyslogMessage, response) {
@@ -59,8 +65,7 @@ func TestRackSyslog(t *testing.T) {
 	f := newSyslogFixture(t)
 	e := f.e
 	// rack-b holds a live lease on 10.5.0.9 (an operator wrote it; racks write their own).
-	e.create(api.KindLeases, map[string]any{"Addr": "10.5.0.9", "MAC": "52:54:00:00:05:09", "Subnet": f.subnet, "Rack": f.other.Rack.Uuid,
-		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
+	f.lease("10.5.0.9", "52:54:00:00:05:09", f.other)
 
 	batch := []api.SyslogMessage{
 		f.msg("10.5.0.100", "52:54:00:00:05:01", "first"),
@@ -161,6 +166,45 @@ func TestMachineLogsEscapeFormatCharacters(t *testing.T) {
 	}
 	if m := logs[0]; m.Text != `invoice\u202efdp.exe\u202c\u200b` || m.Hostname != `birdy\u2066` || m.ProcID != `1\u2028` || m.MsgID != `m\ufeff` || m.App != "test" {
 		t.Fatalf("served text %q host %q procid %q msgid %q app %q, want format characters escaped", m.Text, m.Hostname, m.ProcID, m.MsgID, m.App)
+	}
+}
+
+// TestRackSyslogOnlyOfServedMachines: a rack posts syslog only for the machines it serves
+// (behind it, reserved in its subnets, or leased by it); a message naming another rack's
+// machine by MAC is refused and counted, and stores nothing under that machine.
+func TestRackSyslogOnlyOfServedMachines(t *testing.T) {
+	t.Parallel()
+	f := newSyslogFixture(t)
+	e := f.e
+	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f2"})["Uuid"]
+	vlan := e.create(api.KindVLANs, map[string]any{"Fabric": fabric, "VID": 2, "PrimaryRack": f.other.Rack.Uuid, "DHCPOn": true})["Uuid"]
+	e.create(api.KindSubnets, map[string]any{"Name": "s2", "CIDR": "10.6.0.0/24", "VLAN": vlan})
+	robin := e.create(api.KindMachines, map[string]any{"Name": "robin", "HardwareAddrs": []string{"52:54:00:00:06:01"}, "Address": "10.6.0.10"})["Uuid"].(string)
+	wren := e.create(api.KindMachines, map[string]any{"Name": "wren", "HardwareAddrs": []string{"52:54:00:00:06:02"}, "Rack": f.rack.Rack.Uuid})["Uuid"].(string)
+	lark := e.create(api.KindMachines, map[string]any{"Name": "lark", "HardwareAddrs": []string{"52:54:00:00:06:03"}})["Uuid"].(string)
+	f.lease("10.5.0.30", "52:54:00:00:06:03", f.rack)
+
+	batch := []api.SyslogMessage{
+		f.msg("10.5.0.100", "52:54:00:00:05:01", "reserved"),
+		f.msg("10.5.0.20", "52:54:00:00:06:01", "rack-b's machine"),
+		f.msg("10.5.0.21", "52:54:00:00:06:02", "behind the rack"),
+		f.msg("10.5.0.30", "52:54:00:00:06:03", "leased"),
+	}
+	var res api.SyslogSyncResult
+	r := doRequest(t, f.rack.Token, http.MethodPost, f.path, batch)
+	decodeJSON(t, r, &res)
+	if r.code != http.StatusOK || res.Stored != 3 || len(res.Rejected) != 1 || res.Rejected[0].Index != 1 || res.Rejected[0].Reason != store.SyslogOtherMachine ||
+		!strings.Contains(res.Rejected[0].Error, "robin") {
+		t.Fatalf("sync: %d %s, want 3 stored and robin's refused as %s", r.code, r.body, store.SyslogOtherMachine)
+	}
+	for machine, want := range map[string]int{robin: 0, wren: 1, lark: 1, f.machine: 1} {
+		if logs, err := e.st.Syslog(context.Background(), store.SyslogQuery{Machine: machine}); err != nil || len(logs) != want {
+			t.Errorf("machine %s has %d messages (%v), want %d", machine, len(logs), err, want)
+		}
+	}
+	metrics := string(e.mustDo("", http.MethodGet, "/metrics", nil, http.StatusOK).body)
+	if want := fmt.Sprintf("ironflow_syslog_records_rejected_total{reason=%q} 1", store.SyslogOtherMachine); !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %s", want)
 	}
 }
 

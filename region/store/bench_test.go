@@ -20,16 +20,24 @@ func benchStore(b *testing.B) *store.Store {
 	return s
 }
 
-// BenchmarkCreateMachine: validation, insert, MAC and profile rows and the audit event.
+// BenchmarkCreateMachine: validation, insert, MAC and profile rows and the audit event; with
+// an Address, also the check that no other machine holds it.
 func BenchmarkCreateMachine(b *testing.B) {
-	s := benchStore(b)
-	ctx := context.Background()
-	for i := 0; b.Loop(); i++ {
-		m := &api.Machine{Name: fmt.Sprintf("m%d", i), Pool: "default",
-			HardwareAddrs: []string{fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", byte(i>>24), byte(i>>16), byte(i>>8), byte(i))}}
-		if err := s.Create(ctx, alice, api.KindMachines, m); err != nil {
-			b.Fatal(err)
-		}
+	for _, addressed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("address=%v", addressed), func(b *testing.B) {
+			s := benchStore(b)
+			ctx := context.Background()
+			for i := 0; b.Loop(); i++ {
+				m := &api.Machine{Name: fmt.Sprintf("m%d", i), Pool: "default",
+					HardwareAddrs: []string{fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", byte(i>>24), byte(i>>16), byte(i>>8), byte(i))}}
+				if addressed {
+					m.Address = fmt.Sprintf("10.%d.%d.%d", byte(i>>16), byte(i>>8), byte(i))
+				}
+				if err := s.Create(ctx, alice, api.KindMachines, m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

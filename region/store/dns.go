@@ -98,7 +98,7 @@ var dnsRecords = newKind(kind[api.DNSRecord]{
 
 // aloneWithCNAME refuses a CNAME next to other records of its name, and any record next to
 // a CNAME (RFC 1034 3.6.2).
-func aloneWithCNAME(ctx context.Context, tx pgx.Tx, r *api.DNSRecord) error {
+func aloneWithCNAME(ctx context.Context, tx pgx.Tx, r, _ *api.DNSRecord) error {
 	var other string
 	err := tx.QueryRow(ctx, `SELECT doc->>'Type' FROM dnsrecords WHERE domain = $1 AND name = $2 AND uuid <> $3::uuid
 		AND ($4 = 'CNAME' OR doc->>'Type' = 'CNAME') LIMIT 1`, r.Domain, r.Name, r.Uuid, r.Type).Scan(&other)

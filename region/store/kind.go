@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -57,9 +58,10 @@ type kind[T any] struct {
 	columns func(*T) []column
 	// prepare sets defaults; old is nil on Create.
 	prepare func(obj, old *T)
-	// validate checks the object alone; check needs the database (in the transaction).
+	// validate checks the object alone; check needs the database (in the transaction); old
+	// is the stored state it replaces, nil on Create.
 	validate func(*T) error
-	check    func(ctx context.Context, tx pgx.Tx, obj *T) error
+	check    func(ctx context.Context, tx pgx.Tx, obj, old *T) error
 	// children rewrites relation tables after each write.
 	children func(ctx context.Context, tx pgx.Tx, obj *T) error
 	deps     []dependents
@@ -420,7 +422,7 @@ func (k *kind[T]) write(ctx context.Context, tx pgx.Tx, by Principal, seq int64,
 		return nil, err
 	}
 	if k.check != nil {
-		if err := k.check(ctx, tx, obj); err != nil {
+		if err := k.check(ctx, tx, obj, old.obj); err != nil {
 			return nil, err
 		}
 	}
@@ -558,4 +560,13 @@ func queryStrings(ctx context.Context, q querier, sql string, args ...any) ([]st
 		return nil, err
 	}
 	return out, nil
+}
+
+// queryFirst scans the first row a query selects into dest and reports whether there was one.
+func queryFirst(ctx context.Context, q querier, sql string, args []any, dest ...any) (bool, error) {
+	err := q.QueryRow(ctx, sql, args...).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -31,7 +31,7 @@ var leases = newKind(kind[api.Lease]{
 		return []column{{"subnet", l.Subnet}, {"addr", l.Addr}, {"mac", l.MAC}}
 	},
 	validate: validateLease,
-	check: func(ctx context.Context, tx pgx.Tx, l *api.Lease) error {
+	check: func(ctx context.Context, tx pgx.Tx, l, _ *api.Lease) error {
 		var cidr netip.Prefix
 		err := tx.QueryRow(ctx, "SELECT cidr FROM subnets WHERE uuid = $1", l.Subnet).Scan(&cidr)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -19,6 +19,9 @@ const (
 	RejectInvalid   = "invalid"    // malformed: address, MAC, hostname, state, times
 	RejectNotServed = "not_served" // its subnet is unknown or on no VLAN the rack serves
 	RejectOtherRack = "other_rack" // it names another rack, or overwrites another rack's live lease
+	// RejectWrongMachine: its MachineRef names a machine that does not have its MAC, which
+	// would put the lease's address under that machine's name in DNS.
+	RejectWrongMachine = "wrong_machine"
 )
 
 // LeaseRejection is one refused lease of a batch with the reason it is counted under.
@@ -40,7 +43,8 @@ type leaseKey struct{ subnet, addr string }
 // one audit event for the batch. Each lease is judged alone: a malformed one, one of a subnet
 // the rack does not serve (unknown subnets included, so a deleted subnet cannot block a
 // rack's uploads), one naming another rack, and one that would overwrite another rack's
-// active, unexpired lease are rejected and the rest of the batch is stored. Leases without a
+// active, unexpired lease are rejected, as is one whose MachineRef names a machine that does
+// not have its MAC, and the rest of the batch is stored. Leases without a
 // Rack are the calling rack's.
 func (s *Store) SyncLeases(ctx context.Context, by Principal, rackUUID string, batch []api.Lease) (LeaseSync, error) {
 	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
@@ -89,6 +93,10 @@ func (s *Store) SyncLeases(ctx context.Context, by Principal, rackUUID string, b
 		if err != nil {
 			return err
 		}
+		macOwners, err := macMachines(ctx, tx, work)
+		if err != nil {
+			return err
+		}
 		var subnetCol, addrCol, macCol []string
 		var docCol [][]byte
 		for j, l := range work {
@@ -103,6 +111,10 @@ func (s *Store) SyncLeases(ctx context.Context, by Principal, rackUUID string, b
 			}
 			if owner := owners[leaseKey{l.Subnet, l.Addr}]; owner != "" && owner != rackUUID {
 				reject(index[j], l, RejectOtherRack, invalidf("lease %s is held by rack %s", l.Addr, owner))
+				continue
+			}
+			if l.MachineRef != "" && macOwners[l.MAC] != l.MachineRef {
+				reject(index[j], l, RejectWrongMachine, invalidf("lease %s names machine %s, which does not have its MAC %s", l.Addr, l.MachineRef, l.MAC))
 				continue
 			}
 			doc, err := json.Marshal(l)
@@ -127,6 +139,25 @@ func (s *Store) SyncLeases(ctx context.Context, by Principal, rackUUID string, b
 	}
 	slices.SortFunc(res.Rejected, func(a, b LeaseRejection) int { return cmp.Compare(a.Index, b.Index) })
 	return res, nil
+}
+
+// macMachines maps the MACs of ls that belong to a machine to its UUID.
+func macMachines(ctx context.Context, tx pgx.Tx, ls []api.Lease) (map[string]string, error) {
+	macs := make([]string, len(ls))
+	for i, l := range ls {
+		macs[i] = l.MAC
+	}
+	rows, err := tx.Query(ctx, "SELECT mac, machine::text FROM machine_macs WHERE mac = ANY($1)", macs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var mac, machine string
+	_, err = pgx.ForEachRow(rows, []any{&mac, &machine}, func() error {
+		out[mac] = machine
+		return nil
+	})
+	return out, err
 }
 
 // servedSubnets maps the subnets on the VLANs rack is primary or secondary rack of to their

@@ -24,6 +24,7 @@ var machines = newKind(kind[api.Machine]{
 		return []column{{"uuid", m.Uuid}, {"name", m.Name}, {"pool", nullable(m.Pool)}}
 	},
 	validate: validateMachine,
+	check:    addressFree,
 	beforeDelete: func(ctx context.Context, tx pgx.Tx, by Principal, m *api.Machine, force bool) error {
 		if err := refusePodVMDelete(ctx, m, force); err != nil {
 			return err
@@ -59,11 +60,43 @@ func validateMachine(m *api.Machine) error {
 		m.BMCAddress = a.String()
 	}
 	if m.Address != "" {
-		if _, err := netip.ParseAddr(m.Address); err != nil {
+		a, err := netip.ParseAddr(m.Address)
+		if err != nil {
 			return invalidf("machine %s Address %q is not an IP address", m.Name, m.Address)
 		}
+		m.Address = a.String() // one spelling per address, so that addressFree compares text
 	}
 	return optionalUUIDs("machine "+m.Name, map[string]*string{"CurrentJob": &m.CurrentJob, "Rack": &m.Rack, "Pod": &m.Pod})
+}
+
+// addressLock is the first key of the pg_advisory_xact_lock pairs that serialise the writes
+// giving a machine an address ("addr"); the second is the hash of the address.
+const addressLock int32 = 0x61646472
+
+// addressFree refuses to give machine m an Address another machine holds: each would get a
+// DHCP reservation and a PTR for it. Every copy of a machine (an inactive import, a migrated
+// stub) is the one row of its UUID, so a move never clashes with itself. Only a new or
+// changed address is checked, so that machines which shared one before the rule existed keep
+// working until one of them is readdressed.
+func addressFree(ctx context.Context, tx pgx.Tx, m, old *api.Machine) error {
+	if m.Address == "" || (old != nil && old.Address == m.Address) {
+		return nil
+	}
+	// Two writes giving the address to two machines at once would both find it free: the
+	// second waits here for the first to commit, then sees its row.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", addressLock, m.Address); err != nil {
+		return err
+	}
+	// "<> ''" lets a generic plan use the partial index machines_address (migration 0083).
+	var holder, holderUUID string
+	held, err := queryFirst(ctx, tx,
+		"SELECT name, uuid::text FROM machines WHERE doc->>'Address' = $1 AND doc->>'Address' <> '' AND uuid <> $2::uuid ORDER BY seq LIMIT 1",
+		[]any{m.Address, m.Uuid}, &holder, &holderUUID)
+	if !held {
+		return err
+	}
+	return conflictf("machine %s Address %s is already the address of machine %s (%s): a machine's address is unique in the region",
+		m.Name, m.Address, holder, holderUUID)
 }
 
 // replaceRelation makes the rows (owner, value) of a relation table exactly values.

@@ -547,18 +547,14 @@ func TestConcurrentImportsIntoANewPool(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
 	const n = 6
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			m := api.Machine{
-				Uuid: fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1), Name: fmt.Sprintf("node-%d", i),
-				Pool: "gold", HardwareAddrs: []string{fmt.Sprintf("52:54:00:00:10:%02x", i)},
-			}
-			_, errs[i] = s.Import(ctx, ticketUse(fmt.Sprintf("pool-%d", i)), api.Bundle{Machine: m}, "https://drp2:8092")
-		})
-	}
-	wg.Wait()
+	errs := concurrently(n, func(i int) error {
+		m := api.Machine{
+			Uuid: fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1), Name: fmt.Sprintf("node-%d", i),
+			Pool: "gold", HardwareAddrs: []string{fmt.Sprintf("52:54:00:00:10:%02x", i)},
+		}
+		_, err := s.Import(ctx, ticketUse(fmt.Sprintf("pool-%d", i)), api.Bundle{Machine: m}, "https://drp2:8092")
+		return err
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("import %d: %v", i, err)

@@ -22,6 +22,8 @@ const (
 	SyslogNotServed = "not_served" // its address is in no subnet of a VLAN the rack serves
 	SyslogOtherRack = "other_rack" // another rack holds a live lease on its address
 	SyslogNoMachine = "no_machine" // no machine has its MAC
+	// SyslogOtherMachine: the machine with its MAC is not one the rack serves (see machinesByMAC).
+	SyslogOtherMachine = "other_machine"
 )
 
 // syslogInsertLock is the pg_advisory_xact_lock key that serialises syslog inserts, so that
@@ -29,9 +31,9 @@ const (
 // committed late with a lower ID ("syslog" in ASCII).
 const syslogInsertLock int64 = 0x7379736c6f67
 
-// SyncSyslog stores a rack's syslog messages, each under the machine that has its MAC, and
-// records one audit event for the batch. Each message is judged alone (see the Syslog*
-// reasons); the rest of the batch is stored.
+// SyncSyslog stores a rack's syslog messages, each under the machine that has its MAC when
+// the rack serves that machine, and records one audit event for the batch. Each message is
+// judged alone (see the Syslog* reasons); the rest of the batch is stored.
 func (s *Store) SyncSyslog(ctx context.Context, by Principal, rackUUID string, batch []api.SyslogMessage) (api.SyslogSyncResult, error) {
 	if err := canonUUID("rack", "Uuid", &rackUUID, false); err != nil {
 		return api.SyslogSyncResult{}, err
@@ -72,7 +74,7 @@ func (s *Store) SyncSyslog(ctx context.Context, by Principal, rackUUID string, b
 		if err != nil {
 			return err
 		}
-		machines, err := machinesByMAC(ctx, tx, macs)
+		machines, err := machinesByMAC(ctx, tx, rackUUID, served, macs)
 		if err != nil {
 			return err
 		}
@@ -87,11 +89,15 @@ func (s *Store) SyncSyslog(ctx context.Context, by Principal, rackUUID string, b
 			case owner != "" && owner != rackUUID:
 				reject(index[j], SyslogOtherRack, invalidf("address %s is leased by rack %s", m.Addr, owner))
 				continue
-			case machines[m.MAC] == "":
+			case machines[m.MAC].uuid == "":
 				reject(index[j], SyslogNoMachine, invalidf("no machine has MAC %s (address %s)", m.MAC, m.Addr))
 				continue
+			case !machines[m.MAC].served:
+				reject(index[j], SyslogOtherMachine, invalidf("machine %s (MAC %s) is not served by rack %s: it is not behind the rack, "+
+					"its Address is in no subnet the rack serves and the rack holds no lease for the MAC", machines[m.MAC].name, m.MAC, rackUUID))
+				continue
 			}
-			m.Machine = machines[m.MAC]
+			m.Machine = machines[m.MAC].uuid
 			doc, err := json.Marshal(m)
 			if err != nil {
 				return fmt.Errorf("encode syslog message: %w", err)
@@ -162,23 +168,39 @@ func subnetOf(served map[string]netip.Prefix, a netip.Addr) string {
 	return ""
 }
 
-// machinesByMAC maps the MACs that belong to a machine to its UUID.
-func machinesByMAC(ctx context.Context, tx pgx.Tx, macs []string) (map[string]string, error) {
-	out := map[string]string{}
+// macMachine is the machine that has a MAC, and whether the rack posting its syslog serves it.
+type macMachine struct {
+	uuid, name string
+	served     bool
+}
+
+// machinesByMAC maps the MACs that belong to a machine to it. rack serves a machine (and may
+// post its syslog) when the machine is behind it (Machine.Rack), when its Address, which is
+// its reservation, is in a subnet the rack serves (served), or when the rack holds an active,
+// unexpired lease for the MAC.
+func machinesByMAC(ctx context.Context, tx pgx.Tx, rack string, served map[string]netip.Prefix, macs []string) (map[string]macMachine, error) {
+	out := map[string]macMachine{}
 	if len(macs) == 0 {
 		return out, nil
 	}
-	rows, err := tx.Query(ctx, "SELECT mac, machine::text FROM machine_macs WHERE mac = ANY($1)", macs)
+	rows, err := tx.Query(ctx, `SELECT mm.mac, m.uuid::text, m.name, coalesce(m.doc->>'Address', ''), coalesce(m.doc->>'Rack', '') = $2,
+			EXISTS (SELECT 1 FROM leases l WHERE l.mac = mm.mac AND l.doc->>'Rack' = $2 AND l.doc->>'State' = 'active'
+				AND coalesce(nullif(l.doc->>'Expires', '0001-01-01T00:00:00Z')::timestamptz > now(), true))
+		FROM machine_macs mm JOIN machines m ON m.uuid = mm.machine WHERE mm.mac = ANY($1)`, macs, rack)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
-		var mac, machine string
-		if err := rows.Scan(&mac, &machine); err != nil {
+		var mac, addr string
+		var behind, leased bool
+		var m macMachine
+		if err := rows.Scan(&mac, &m.uuid, &m.name, &addr, &behind, &leased); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		out[mac] = machine
+		a, err := netip.ParseAddr(addr)
+		m.served = behind || leased || (err == nil && subnetOf(served, a) != "")
+		out[mac] = m
 	}
 	return out, rows.Err()
 }

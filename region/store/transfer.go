@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -174,7 +175,7 @@ func (s *Store) ExportRack(ctx context.Context, rackUUID string) (api.RackBundle
 			return err
 		}
 		for _, m := range machineRows {
-			b.Machines = append(b.Machines, api.RackMachine{Uuid: m.obj.Uuid, Name: m.obj.Name, HardwareAddrs: m.obj.HardwareAddrs})
+			b.Machines = append(b.Machines, api.RackMachine{Uuid: m.obj.Uuid, Name: m.obj.Name, HardwareAddrs: m.obj.HardwareAddrs, Address: m.obj.Address})
 			poolNames[m.obj.Pool] = true
 		}
 		poolRows, err := pools.selectRows(ctx, tx, rackWhere("name = ANY($1::text[])", keys(poolNames)), "")
@@ -207,8 +208,8 @@ func keys(set map[string]bool) []string {
 }
 
 // CheckRackImport lists what on this region keeps b from being imported: another rack,
-// fabric, subnet (by CIDR) or pod under the same name, or machines holding the Name or a MAC
-// of a machine behind the rack. Objects with the bundle's own UUIDs are no conflict (an
+// fabric, subnet (by CIDR) or pod under the same name, or machines holding the Name, a MAC or
+// the Address of a machine behind the rack. Objects with the bundle's own UUIDs are no conflict (an
 // earlier attempt imported them).
 func (s *Store) CheckRackImport(ctx context.Context, b api.RackBundle) (api.TransferCheck, error) {
 	var res api.TransferCheck
@@ -229,7 +230,7 @@ func importRackConflicts(ctx context.Context, tx pgx.Tx, b *api.RackBundle) ([]s
 	}
 	// Empty, not nil: a nil slice is sent as NULL, and "uuid <> ALL(NULL)" is never true.
 	fabricIDs, fabricNames, subnetIDs, cidrs, podIDs, podNames := []string{}, []string{}, []string{}, []string{}, []string{}, []string{}
-	machineIDs, machineNames, macs := []string{}, []string{}, []string{}
+	machineIDs, machineNames, macs, addrs := []string{}, []string{}, []string{}, []string{}
 	for _, f := range b.Fabrics {
 		fabricIDs, fabricNames = append(fabricIDs, f.Uuid), append(fabricNames, f.Name)
 	}
@@ -252,6 +253,13 @@ func importRackConflicts(ctx context.Context, tx pgx.Tx, b *api.RackBundle) ([]s
 			}
 			macs = append(macs, n)
 		}
+		if m.Address != "" {
+			a, err := netip.ParseAddr(m.Address)
+			if err != nil {
+				return nil, invalidf("machine %s Address %q is not an IP address", m.Name, m.Address)
+			}
+			addrs = append(addrs, a.String())
+		}
 	}
 	return queryStrings(ctx, tx, `
 		SELECT 'rack name ' || name || ' is used by rack ' || uuid FROM racks WHERE name = $1 AND uuid <> $2::uuid
@@ -266,8 +274,11 @@ func importRackConflicts(ctx context.Context, tx pgx.Tx, b *api.RackBundle) ([]s
 		UNION ALL
 		SELECT 'MAC ' || mm.mac || ' is used by machine ' || m.name || ' (' || m.uuid || ')'
 			FROM machine_macs mm JOIN machines m ON m.uuid = mm.machine WHERE mm.mac = ANY($11::text[]) AND mm.machine <> ALL($10::uuid[])
+		UNION ALL
+		SELECT 'Address ' || (doc->>'Address') || ' is used by machine ' || name || ' (' || uuid || ')' FROM machines
+			WHERE doc->>'Address' = ANY($12::text[]) AND doc->>'Address' <> '' AND uuid <> ALL($10::uuid[])
 		ORDER BY 1`,
-		b.Rack.Name, b.Rack.Uuid, fabricNames, fabricIDs, cidrs, subnetIDs, podNames, podIDs, machineNames, machineIDs, macs)
+		b.Rack.Name, b.Rack.Uuid, fabricNames, fabricIDs, cidrs, subnetIDs, podNames, podIDs, machineNames, machineIDs, macs, addrs)
 }
 
 // ImportRack stores b on this region in one transaction, refusing it (ErrConflict, naming
