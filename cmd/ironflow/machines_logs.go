@@ -32,7 +32,7 @@ func newMachineLogsCommand() *cobra.Command {
 			"received time, source address, severity, host, app[pid] and text (control characters\n" +
 			"arrive escaped as \\xNN). -o json prints one JSON object per line. --since takes a duration\n" +
 			"(1h: the last hour) or an RFC 3339 time; --follow keeps printing new messages until\n" +
-			"interrupted.",
+			"interrupted. " + machines.keyHelp(),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			filters := url.Values{"limit": {strconv.Itoa(logsPage)}}
@@ -47,7 +47,7 @@ func newMachineLogsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = followLogs(cmd.Context(), regionClient(cmd), args[0], filters, follow, print)
+			err = followLogs(cmd.Context(), regionClient(cmd), machines.key(args[0]), filters, follow, print)
 			if cmd.Context().Err() != nil {
 				return nil // interrupted: a clean end of --follow
 			}
