@@ -43,6 +43,8 @@ func TestDevStopsCleanly(t *testing.T) {
 	}
 	started = append(started, postmasterPID(t, pgData))
 
+	t.Run("every rack service in the banner answers there", func(t *testing.T) { rackServicesAnswer(t, first) })
+
 	t.Run("second dev --fresh leaves the running stack alone", func(t *testing.T) {
 		// Bounded: a second stack that starts instead of refusing would run until killed.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

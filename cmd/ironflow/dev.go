@@ -155,7 +155,10 @@ func rackLines(s *dev.Stack) string {
 		if rk == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "  %-17s HTTP boot %s, DHCP relay %s, TFTP %s, DNS %s (region %s)\n", rk.Name, rk.HTTPURL, rk.DHCPRelay, rk.TFTP, rk.DNS, region)
+		fmt.Fprintf(&b, "  %-17s (region %s)\n", rk.Name, region)
+		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
+			fmt.Fprintf(&b, "    %-15s %s\n", svc[0], svc[1])
+		}
 	}
 	return b.String()
 }
