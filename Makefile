@@ -9,7 +9,7 @@ IRONFLOW := $(CURDIR)/bin/ironflow
 # Integration tests find the Temporal dev server here.
 export IRONFLOW_TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: all build tools temporal-server test test-unit test-integration lint bench bench-moves fuzz dev demo clean
+.PHONY: all build tools temporal-server test test-unit test-integration lint bench bench-moves fuzz dev dev-clean demo clean
 
 all: build
 
@@ -88,6 +88,10 @@ fuzz:
 
 dev: build tools
 	$(IRONFLOW) dev
+
+# Removes the stopped dev stack's state dir and everything in it (PostgreSQL's data too).
+dev-clean: build
+	$(IRONFLOW) dev --teardown
 
 demo: build tools
 	$(IRONFLOW) dev --demo

@@ -94,7 +94,7 @@ func (d *Demo) Run(ctx context.Context) error {
 				return err
 			}
 			start := time.Now()
-			if _, err := d.cli(ctx, "-E", a, "racks", "transfer", "rack-a", "--to", "region-b", "--window", "8", "--wait", "-o", "table"); err != nil {
+			if _, err := d.cli(ctx, "-E", a, "racks", "transfer", "rack-a", "--to", "region-b", "--wait", "-o", "table"); err != nil {
 				return err
 			}
 			d.moves = append(d.moves, demoMove{fmt.Sprintf("rack rack-a (%d machines, subnet, leases)", RackMachines), "racks transfer", time.Since(start)})

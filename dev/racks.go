@@ -22,6 +22,7 @@ type Rack struct {
 	DHCPRelay string // relayed DHCP (giaddr) on 127.0.0.1
 	TFTP      string
 	DNS       string // the rack's DNS server, UDP and TCP
+	Syslog    string // the machines' syslog, UDP and TCP
 	HTTPURL   string
 	StateDir  string
 }
@@ -30,7 +31,7 @@ type Rack struct {
 var RackNames = map[string]string{"region-a": "rack-a", "region-b": "rack-b"}
 
 // startRack registers the region's rack (idempotently, so a restarted stack keeps its UUID)
-// and serves it until the stack stops: DHCP relay, TFTP, DNS and HTTP boot on 127.0.0.1 high ports,
+// and serves it until the stack stops: DHCP relay, TFTP, DNS, syslog and HTTP boot on 127.0.0.1 high ports,
 // and the rack's Temporal worker.
 func (s *Stack) startRack(ctx context.Context, region string) error {
 	name := RackNames[region]
@@ -58,6 +59,10 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 	if err != nil {
 		return err
 	}
+	syslogPort, err := netutil.FreeUDPTCPPort()
+	if err != nil {
+		return err
+	}
 	bootDir := filepath.Join(stateDir, "boot")
 	if err := os.MkdirAll(bootDir, 0o755); err != nil {
 		return fmt.Errorf("%s boot dir: %w", name, err)
@@ -67,6 +72,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		DHCPRelay: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		TFTP:      fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		DNS:       fmt.Sprintf("127.0.0.1:%d", dnsPort),
+		Syslog:    fmt.Sprintf("127.0.0.1:%d", syslogPort),
 		HTTPURL:   fmt.Sprintf("http://127.0.0.1:%d", httpPort),
 	}
 	secrets := map[string]string{}
@@ -81,6 +87,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		ServerIP:           netip.MustParseAddr("127.0.0.1"),
 		TFTPListen:         rk.TFTP,
 		DNSListen:          []string{rk.DNS},
+		SyslogListen:       rk.Syslog,
 		HTTPListen:         fmt.Sprintf("127.0.0.1:%d", httpPort),
 		BootDir:            bootDir,
 		Temporal:           client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)},

@@ -33,8 +33,11 @@ var RegionNames = []string{"region-a", "region-b"}
 // StackOptions configure a dev stack. Zero ports pick free ones (tests); `ironflow dev` uses
 // the well-known ports so URLs stay the same across restarts.
 type StackOptions struct {
-	StateDir       string // persistent state; empty = a temp dir removed by Stop
-	RegionPorts    []int  // one per region; nil = free ports
+	StateDir string // persistent state; empty = a temp dir removed by Stop
+	// Lock is StateDir's lock when the caller took it (to clear the dir first); nil: StartStack
+	// takes it. Either way the stack holds it until Stop.
+	Lock           *StateLock
+	RegionPorts    []int // one per region; nil = free ports
 	TemporalPort   int
 	TemporalUIPort int // -1 = no web UI
 	// TemporalMetricsPort serves the Temporal server's Prometheus metrics: 0 = none, -1 = a free port.
@@ -82,6 +85,7 @@ type Stack struct {
 	podSSHKey  string
 	podRefresh time.Duration
 	tempDir    bool
+	lock       *StateLock
 	runCtx     context.Context // ends when Stop is called
 	cancel     context.CancelFunc
 	group      *errgroup.Group
@@ -108,8 +112,10 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 	if s.StateDir, err = filepath.Abs(s.StateDir); err != nil {
 		return nil, fmt.Errorf("dev state dir: %w", err)
 	}
-	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("dev state dir: %w", err)
+	if s.lock = opts.Lock; s.lock == nil {
+		if s.lock, err = LockStateDir(s.StateDir); err != nil {
+			return nil, err
+		}
 	}
 	if s.AdminToken, err = adminToken(s.StateDir); err != nil {
 		return nil, err
@@ -261,6 +267,7 @@ func (s *Stack) Stop() {
 			s.log.Warn("remove the dev state dir", "error", err)
 		}
 	}
+	s.lock.Unlock()
 }
 
 // adminToken reads the stack's admin token, minting and saving one on first start.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,77 +18,60 @@ import (
 	"github.com/ironflow/ironflow/internal/netnstest"
 )
 
-// TestDevStopsCleanly runs `ironflow dev` as a user does, interrupts it with SIGINT (Ctrl-C),
-// and checks that it exits 0 leaving no process behind (its children, and the PostgreSQL
-// server that pg_ctl detaches) and no network namespace.
+// TestDevStopsCleanly runs `ironflow dev` as a user does; a second `dev --fresh` on its state
+// dir must be refused before it touches anything, so the first still answers with its token
+// and its data. Then it interrupts the first with SIGINT (Ctrl-C), checks that it exits 0
+// leaving no process behind (its children, and the PostgreSQL server that pg_ctl detaches)
+// and no network namespace, and that `dev --teardown` leaves no file.
 func TestDevStopsCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
 	bin := buildIronflow(t)
-	// Not t.TempDir: its parent is private to root, and PostgreSQL runs as the postgres user.
-	stateDir, err := os.MkdirTemp("", "ironflow-devcmd-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A private parent, like a clone in root's home: the stack must cope.
+	parent := t.TempDir()
+	stateDir := filepath.Join(parent, ".ironflow-dev")
 	t.Cleanup(func() { postgres.RemoveStateDir(stateDir) })
 	namespacesBefore := netnsList(t)
 
-	cmd := exec.Command(bin, "dev", "--state-dir", stateDir, "--free-ports")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	ready := make(chan bool, 1)
-	var output strings.Builder
-	var outputMu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			outputMu.Lock()
-			output.WriteString(sc.Text() + "\n")
-			outputMu.Unlock()
-			if strings.Contains(sc.Text(), "Ironflow is running.") {
-				ready <- true
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			outputMu.Lock()
-			defer outputMu.Unlock()
-			t.Fatalf("ironflow dev exited before it was ready:\n%s", output.String())
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("ironflow dev not ready after 2 minutes")
-	}
-
-	// As root, PostgreSQL's data dir (in its command line) is outside the state dir.
-	pgData, err := filepath.EvalSymlinks(filepath.Join(stateDir, "postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := stackProcesses(t, cmd.Process.Pid, stateDir, pgData)
+	first := startDev(t, bin, stateDir)
+	token, regionA := first.bannerValue(t, "admin token"), first.bannerValue(t, "region-a API")
+	pgData := filepath.Join(stateDir, "postgres")
+	started := stackProcesses(t, first.cmd.Process.Pid, stateDir)
 	if len(started) < 3 { // ironflow dev, the Temporal dev server, PostgreSQL
 		t.Fatalf("found only processes %v of the running stack", started)
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	started = append(started, postmasterPID(t, pgData))
+
+	t.Run("every rack service in the banner answers there", func(t *testing.T) { rackServicesAnswer(t, first) })
+
+	t.Run("second dev --fresh leaves the running stack alone", func(t *testing.T) {
+		// Bounded: a second stack that starts instead of refusing would run until killed.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		second := exec.CommandContext(ctx, bin, "dev", "--fresh", "--free-ports", "--state-dir", stateDir)
+		second.WaitDelay = 5 * time.Second
+		out, err := second.CombinedOutput()
+		if err == nil || ctx.Err() != nil {
+			t.Fatalf("a second dev --fresh on a running stack's state dir succeeded:\n%s", out)
+		}
+		for _, want := range []string{"is running", strconv.Itoa(first.cmd.Process.Pid), stateDir} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("the refusal does not name %q:\n%s", want, out)
+			}
+		}
+		show := exec.Command(bin, "-E", regionA, "machines", "show", "Name:birdy")
+		show.Env = append(os.Environ(), "IRONFLOW_TOKEN="+token)
+		if out, err := show.CombinedOutput(); err != nil || !strings.Contains(string(out), "birdy") {
+			t.Errorf("the first stack no longer answers with its token and data: %v\n%s", err, out)
+		}
+	})
+
+	if err := first.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- first.cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -106,12 +90,102 @@ func TestDevStopsCleanly(t *testing.T) {
 			t.Errorf("process %d (%s) survived ironflow dev", pid, cmdline(pid))
 		}
 	}
-	if left := stackProcesses(t, -1, stateDir, pgData); len(left) > 0 {
+	if left := stackProcesses(t, -1, stateDir); len(left) > 0 {
 		t.Errorf("processes still using the state dir: %v", left)
 	}
 	if appeared := newNamespaces(namespacesBefore, netnsList(t)); len(appeared) > 0 {
 		t.Errorf("network namespaces left behind: %q", appeared)
 	}
+
+	if out, err := exec.Command(bin, "dev", "--teardown", "--state-dir", stateDir).CombinedOutput(); err != nil {
+		t.Fatalf("dev --teardown: %v\n%s", err, out)
+	}
+	if entries, err := os.ReadDir(parent); err != nil || len(entries) > 0 {
+		t.Errorf("left after dev --teardown: %v %v", entries, err)
+	}
+}
+
+// devProcess is a running `ironflow dev` and what it printed.
+type devProcess struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	output strings.Builder
+}
+
+// startDev starts `ironflow dev` on free ports and returns once its banner is out.
+func startDev(t *testing.T, bin, stateDir string) *devProcess {
+	t.Helper()
+	d := &devProcess{cmd: exec.Command(bin, "dev", "--state-dir", stateDir, "--free-ports")}
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = d.cmd.Stdout
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			_ = d.cmd.Wait()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.output.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
+			// The banner's last line.
+			if strings.Contains(sc.Text(), "Ctrl-C stops everything") {
+				ready <- true
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("ironflow dev exited before it was ready:\n%s", d.printed())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("ironflow dev not ready after 2 minutes")
+	}
+	return d
+}
+
+func (d *devProcess) printed() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.output.String()
+}
+
+// bannerValue is what the banner prints after label, on the label's line.
+func (d *devProcess) bannerValue(t *testing.T, label string) string {
+	t.Helper()
+	for _, line := range strings.Split(d.printed(), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), label); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	t.Fatalf("the banner has no %q line:\n%s", label, d.printed())
+	return ""
+}
+
+// postmasterPID reads the PostgreSQL server's PID from its data dir.
+func postmasterPID(t *testing.T, dataDir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(line)
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	return pid
 }
 
 // stackProcesses lists root (unless -1), its descendants, and every process whose command

@@ -36,7 +36,7 @@ const (
 
 // DefaultTransferWindow is how many machines a transfer migrates at once when the input
 // says nothing.
-const DefaultTransferWindow = 5
+const DefaultTransferWindow = DefaultBulkWindow
 
 // Rack-local activities, run by the rack's own worker on rackacts.TaskQueue(rack). A rack whose
 // worker does not poll fails the step after rackCallOptions' schedule-to-close timeout.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"syscall"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -28,6 +30,7 @@ const (
 	ErrTypeGrantRefused  = "GrantRefused"  // the region refused the caller's grant
 	ErrTypeNoVM          = "NoVM"          // the pod has no such VM
 	ErrTypeRegionRefused = "RegionRefused" // the region refused a write (4xx)
+	ErrTypeNoDaemon      = "NoLibvirtd"    // no libvirtd listens at the pod's local socket (a refresh only)
 )
 
 // PodRegion is what the pod activities need of the rack's region, through the rack's link and
@@ -101,7 +104,14 @@ func (a *Activities) RefreshPod(ctx context.Context, in PodInput) (PodRefreshRes
 	if err != nil {
 		return PodRefreshResult{}, err
 	}
-	return a.refresh(ctx, pod)
+	res, err := a.refresh(ctx, pod)
+	// A refresh changes nothing, so it need not wait for a daemon nobody started: the
+	// operator hears at once. Work that may have to undo a step keeps retrying instead (a
+	// restarting libvirtd removes its socket for a moment).
+	if errors.Is(err, errNoDaemon) {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNoDaemon, nil)
+	}
+	return res, err
 }
 
 // RefreshPods refreshes every pod the rack hosts with a's pods (the rack's schedule, outside
@@ -358,7 +368,7 @@ func (a *Activities) withConn(ctx context.Context, pod api.Pod, fn func(*pods.Co
 	return heartbeat.While(ctx, func(ctx context.Context) error {
 		conn, err := a.pods.Dialer.Dial(pod)
 		if err != nil {
-			return podError(pod, err)
+			return podError(pod, noDaemonHint(pod, err))
 		}
 		defer conn.Close()
 		if err := ctx.Err(); err != nil {
@@ -366,6 +376,18 @@ func (a *Activities) withConn(ctx context.Context, pod api.Pod, fn func(*pods.Co
 		}
 		return podError(pod, fn(conn))
 	})
+}
+
+// errNoDaemon marks a dial that found no libvirtd at a local socket.
+var errNoDaemon = errors.New("is libvirtd running? Start it on the pod's host: systemctl start libvirtd (or libvirtd --daemon)")
+
+// noDaemonHint adds errNoDaemon to the dial of a local pod (qemu:///system) that found no
+// socket file or no listener on it.
+func noDaemonHint(pod api.Pod, err error) error {
+	if strings.HasPrefix(pod.PowerAddress, "qemu:///") && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
+		return fmt.Errorf("%w: %w", err, errNoDaemon)
+	}
+	return err
 }
 
 // podError makes what the pod refused final; anything else (libvirtd unreachable or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -339,15 +340,34 @@ func TestRefreshPodStoresFactsOnceOrNothing(t *testing.T) {
 
 	h.region.pod.PowerAddress = "qemu:///system?socket=" + filepath.Join(t.TempDir(), "gone")
 	_, err = h.acts.RefreshPod(ctx, PodInput{Pod: testPod})
-	var appErr *temporal.ApplicationError
-	if err == nil || errors.As(err, &appErr) || !strings.Contains(err.Error(), "connect to libvirt") {
-		t.Errorf("refresh of an unreachable pod: %v, want a retryable connect error", err)
-	}
+	wantAppError(t, "refresh of a pod without libvirtd", err, ErrTypeNoDaemon, "connect to libvirt")
 	if h.region.writes != 1 || !slices.Equal(h.region.pod.StoragePools, stored.StoragePools) {
 		t.Errorf("facts written for an unreachable pod: %d writes", h.region.writes)
 	}
 	if err := RefreshPods(ctx, h.acts); err == nil || !strings.Contains(err.Error(), "pod kvm-01") {
 		t.Errorf("scheduled refresh of an unreachable pod: %v, want an error naming it", err)
+	}
+}
+
+// With no libvirtd at a local pod's socket (no socket file, or a stale one nobody listens on),
+// a refresh fails at once, asking whether libvirtd runs and how to start it.
+func TestRefreshWithoutLibvirtdSaysSoAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale-sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	for _, socket := range []string{filepath.Join(dir, "missing-sock"), stale} {
+		r := &podRegion{pod: api.Pod{Uuid: testPod, Name: "kvm-01", Rack: testRack, PowerAddress: "qemu:///system?socket=" + socket}}
+		acts := New(&podRack{}, nil, Pods{Region: r, Dialer: pods.Dialer{Timeout: 10 * time.Second}})
+		_, err := acts.RefreshPod(context.Background(), PodInput{Pod: testPod})
+		wantAppError(t, "refresh with no libvirtd at "+socket, err, ErrTypeNoDaemon, "is libvirtd running? Start it on the pod's host: systemctl start libvirtd")
+		if r.writes != 0 {
+			t.Errorf("%s: %d writes of facts", socket, r.writes)
+		}
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ironflow/ironflow/dev"
-	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/dev/seeddata"
 )
 
@@ -25,14 +24,15 @@ var (
 )
 
 func newDevCommand() *cobra.Command {
-	var fresh, demo bool
+	var fresh, demo, teardown bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system on this machine: PostgreSQL, Temporal, two regions, a worker",
 		Long: `Runs the embedded default stack in the foreground until Ctrl-C: a throwaway PostgreSQL,
 the Temporal dev server with its web UI, regions region-a and region-b seeded with the
-Digital Rebar migration doc's machines, and a migration worker. State is kept in --state-dir
-across restarts unless --fresh.`,
+Digital Rebar migration doc's machines, and a migration worker. State (PostgreSQL's data
+included) is kept in --state-dir across restarts unless --fresh; one stack runs on a state
+dir at a time. --teardown removes a stopped stack's state dir, leaving nothing behind.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logs, err := logFlags(cmd)
@@ -46,8 +46,22 @@ across restarts unless --fresh.`,
 			if err != nil {
 				return err
 			}
+			if teardown {
+				if err := dev.Teardown(stateDir); err != nil {
+					return fmt.Errorf("--teardown: %w", err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", stateDir)
+				return nil
+			}
+			// Taken before anything in the state dir changes: a second `dev` leaves a running
+			// stack alone.
+			lock, err := dev.LockStateDir(stateDir)
+			if err != nil {
+				return err
+			}
+			defer lock.Unlock()
 			if fresh {
-				if err := postgres.RemoveStateDir(stateDir); err != nil {
+				if err := lock.Clear(); err != nil {
 					return fmt.Errorf("--fresh: %w", err)
 				}
 			}
@@ -63,6 +77,7 @@ across restarts unless --fresh.`,
 			}
 			stack, err := dev.StartStack(cmd.Context(), dev.StackOptions{
 				StateDir:        stateDir,
+				Lock:            lock,
 				RegionPorts:     regionPorts,
 				TemporalPort:    temporalPort,
 				TemporalUIPort:  uiPort,
@@ -92,7 +107,10 @@ across restarts unless --fresh.`,
 	cmd.Flags().String("state-dir", ".ironflow-dev", "where the stack keeps its state"+envHelp(envDevStateDir))
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
 	cmd.Flags().Bool("free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233, for a second stack"+envHelp(envDevFreePorts))
+	cmd.Flags().BoolVar(&teardown, "teardown", false, "remove the state dir of a stopped stack and everything the stack keeps (PostgreSQL's data included), then exit")
 	cmd.Flags().BoolVar(&demo, "demo", false, "start a fresh throwaway stack on free ports, replay the migration story with the CLI, and exit")
+	cmd.MarkFlagsMutuallyExclusive("teardown", "fresh")
+	cmd.MarkFlagsMutuallyExclusive("teardown", "demo")
 	addLogFlags(cmd)
 	return cmd
 }
@@ -123,9 +141,6 @@ func devFlags(cmd *cobra.Command) (stateDir string, freePorts bool, err error) {
 }
 
 func openDevLog(stateDir string) (*os.File, error) {
-	if err := os.MkdirAll(stateDir, 0o711); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
 	f, err := os.OpenFile(filepath.Join(stateDir, "ironflow.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("dev log: %w", err)
@@ -140,7 +155,10 @@ func rackLines(s *dev.Stack) string {
 		if rk == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "  %-17s HTTP boot %s, DHCP relay %s, TFTP %s, DNS %s (region %s)\n", rk.Name, rk.HTTPURL, rk.DHCPRelay, rk.TFTP, rk.DNS, region)
+		fmt.Fprintf(&b, "  %-17s (region %s)\n", rk.Name, region)
+		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
+			fmt.Fprintf(&b, "    %-15s %s\n", svc[0], svc[1])
+		}
 	}
 	return b.String()
 }

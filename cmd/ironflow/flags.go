@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,3 +61,41 @@ func envHelp(envs ...string) string { return " (env " + strings.Join(envs, ", ")
 func regionClient(cmd *cobra.Command) *client.Client {
 	return client.New(flagOrEnv(cmd, flagEndpoint, envEndpoint), flagOrEnv(cmd, flagToken, envToken))
 }
+
+// addDeleteStubFlag declares --delete-stub (default false: the source keeps its locked stub,
+// as in DRP) and its old inverse --skip-machine-destroy, hidden but still accepted for
+// operators' scripts with a warning on stderr: --skip-machine-destroy=false is --delete-stub.
+func addDeleteStubFlag(c *cobra.Command, deleteStub *bool, usage string) {
+	f := c.Flags()
+	f.BoolVar(deleteStub, "delete-stub", false, usage)
+	f.Var(deprecatedInverse{target: deleteStub, cmd: c}, "skip-machine-destroy", "deprecated: the inverse of --delete-stub")
+	f.Lookup("skip-machine-destroy").NoOptDefVal = "true"
+	_ = f.MarkHidden("skip-machine-destroy")
+}
+
+// deprecatedInverse is the deprecated bool flag --skip-machine-destroy: it sets the negation
+// of --delete-stub and warns on the command's stderr (cobra's own deprecation notice goes to
+// stdout, where it would corrupt -o json).
+type deprecatedInverse struct {
+	target *bool
+	cmd    *cobra.Command
+}
+
+func (b deprecatedInverse) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.target = !v
+	fmt.Fprintf(b.cmd.ErrOrStderr(), "warning: --skip-machine-destroy is deprecated: use --delete-stub (--skip-machine-destroy=%s is --delete-stub=%t)\n", s, !v)
+	return nil
+}
+
+func (b deprecatedInverse) String() string {
+	if b.target == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*b.target)
+}
+
+func (deprecatedInverse) Type() string { return "bool" }

@@ -97,7 +97,7 @@ func newMigrateGrantCommand() *cobra.Command {
 		Use:   "migrateGrant KEY --to REGION",
 		Short: "Authorise a move of a machine of the -E region to REGION; prints the grant only",
 		Long: "Have the -E region (the source) issue a grant to move machine KEY to REGION, for a start with\n" +
-			"the Temporal CLI: pass it as \"Grant\" in the input. Takes an operator or admin token.",
+			"the Temporal CLI: pass it as \"Grant\" in the input. Takes an operator or admin token. " + machines.keyHelp(),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to == "" {
@@ -107,7 +107,7 @@ func newMigrateGrantCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("source region: %w", err)
 			}
-			g, err := grantFor(cmd, info.Name, api.GrantRequest{Kind: api.GrantMachine, Key: args[0], TargetRegion: to, TTL: ttl})
+			g, err := grantFor(cmd, info.Name, api.GrantRequest{Kind: api.GrantMachine, Key: machines.key(args[0]), TargetRegion: to, TTL: ttl})
 			if err != nil {
 				return err
 			}

@@ -75,7 +75,7 @@ type migrateOptions struct {
 	to, from      string
 	wait          bool
 	skipMigration bool
-	skipDestroy   bool
+	deleteStub    bool
 	waitForJob    time.Duration
 }
 
@@ -117,7 +117,7 @@ or integer nanoseconds, and a field the workflow does not know fails the run, na
 	f.StringVar(&o.from, "from", "", "source region name (default: the name of the -E region)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the migration, printing its phases on stderr")
 	f.BoolVar(&o.skipMigration, "skip-machine-migration", false, "only repoint the agent: the machine record already moved")
-	f.BoolVar(&o.skipDestroy, "skip-machine-destroy", true, "keep the locked stub on the source region (=false deletes it once the machine is active on the target)")
+	addDeleteStubFlag(c, &o.deleteStub, "delete the locked stub on the source region once the machine is active on the target (default: keep it)")
 	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long to wait for a running job to end before giving up")
 	return c
 }
@@ -130,11 +130,12 @@ func (o migrateOptions) run(cmd *cobra.Command, args []string) error {
 	if o.waitForJob < 0 {
 		return fmt.Errorf("--wait-for-running-job %s is negative", o.waitForJob)
 	}
+	keepStub := !o.deleteStub
 	in := workflows.MigrateMachineInput{
 		TargetRegion:         o.to,
 		Ticket:               ticket,
 		SkipMachineMigration: o.skipMigration,
-		SkipMachineDestroy:   &o.skipDestroy,
+		SkipMachineDestroy:   &keepStub,
 		WaitForRunningJob:    o.waitForJob,
 	}
 	var claims tickets.Claims

@@ -33,7 +33,7 @@ func newMachineLogsCommand() *cobra.Command {
 			"received time, source address, severity, host, app[pid] and text (control and format\n" +
 			"characters are printed escaped: \\x1b, \\u202e). -o json prints one JSON object per line.\n" +
 			"--since takes a duration (1h: the last hour) or an RFC 3339 time; --follow keeps printing\n" +
-			"new messages until interrupted.",
+			"new messages until interrupted. " + machines.keyHelp(),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			filters := url.Values{"limit": {strconv.Itoa(logsPage)}}
@@ -48,7 +48,7 @@ func newMachineLogsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = followLogs(cmd.Context(), regionClient(cmd), args[0], filters, follow, print)
+			err = followLogs(cmd.Context(), regionClient(cmd), machines.key(args[0]), filters, follow, print)
 			if cmd.Context().Err() != nil {
 				return nil // interrupted: a clean end of --follow
 			}

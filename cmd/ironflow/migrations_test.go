@@ -113,7 +113,7 @@ func TestMigrateWaitPrintsPhasesThenTheResult(t *testing.T) {
 func TestMigrationLifecycle(t *testing.T) {
 	s := newMigrationSetup(t)
 	s.fake.hold(t, s.workflowID)
-	code, out, stderr := ironflow(t, s.source.url, "machines", "migrate", "Name:birdy", "--to", "region-b", "--skip-machine-destroy=false")
+	code, out, stderr := ironflow(t, s.source.url, "machines", "migrate", "Name:birdy", "--to", "region-b", "--delete-stub")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

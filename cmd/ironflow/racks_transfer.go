@@ -43,7 +43,7 @@ it prints each phase and the machine counts on stderr as they change, then the r
 	f := c.Flags()
 	f.StringVar(&o.to, "to", "", "target region name (required)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the transfer, printing its progress on stderr")
-	f.IntVar(&o.window, "window", workflows.DefaultTransferWindow, fmt.Sprintf("how many machines migrate at once (1-%d)", workflows.MaxBulkWindow))
+	f.IntVar(&o.window, "window", workflows.DefaultBulkWindow, fmt.Sprintf("how many machines migrate at once (1-%d)", workflows.MaxBulkWindow))
 	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long each machine's migration waits for a running job to end")
 	return c
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +117,31 @@ func TestRacksTransferStartsTheWorkflow(t *testing.T) {
 	code, _, stderr = ironflow(t, region, "racks", "transfer", transferRackUUID, "--to", "region-b")
 	if code == 0 || !strings.Contains(stderr, "rack rack-a is already being transferred by "+id) {
 		t.Errorf("second transfer: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestWindowDefaultIsOneConstant: every command with --window states the same default, the
+// workflows' DefaultBulkWindow (which is also the transfer's), and README.md states that one.
+func TestWindowDefaultIsOneConstant(t *testing.T) {
+	if workflows.DefaultTransferWindow != workflows.DefaultBulkWindow {
+		t.Errorf("DefaultTransferWindow %d, DefaultBulkWindow %d: two defaults", workflows.DefaultTransferWindow, workflows.DefaultBulkWindow)
+	}
+	want := fmt.Sprintf("(default %d)", workflows.DefaultBulkWindow)
+	for _, args := range [][]string{{"racks", "transfer"}, {"migrations", "bulk"}, {"migrations", "schedule", "create"}} {
+		code, out, stderr := ironflow(t, "", append(args, "--help")...)
+		line := regexp.MustCompile(`--window int .*`).FindString(out)
+		if code != 0 || !strings.Contains(line, want) {
+			t.Errorf("%s --help: exit %d, --window line %q, want %q in it (stderr %q)", strings.Join(args, " "), code, line, want, stderr)
+		}
+	}
+	readme := readFile(t, "../../README.md")
+	stated := regexp.MustCompile("`--window`(?:[^.0-9]*?defaults to|:) (\\d+)").FindAllStringSubmatch(readme, -1)
+	if len(stated) == 0 {
+		t.Fatal("README.md does not state the --window default")
+	}
+	for _, m := range stated {
+		if m[1] != strconv.Itoa(workflows.DefaultBulkWindow) {
+			t.Errorf("README.md says %q, the default is %d", m[0], workflows.DefaultBulkWindow)
+		}
 	}
 }

@@ -26,12 +26,12 @@ func newBulkMigrationCommands() []*cobra.Command {
 // bulkOptions are the flags that describe a bulk migration, shared by `migrations bulk` and
 // `migrations schedule create`.
 type bulkOptions struct {
-	from, to    string
-	pool, rack  string
-	names       []string
-	window      int
-	skipDestroy bool
-	waitForJob  time.Duration
+	from, to   string
+	pool, rack string
+	names      []string
+	window     int
+	deleteStub bool
+	waitForJob time.Duration
 }
 
 func (o *bulkOptions) addFlags(c *cobra.Command) {
@@ -42,7 +42,7 @@ func (o *bulkOptions) addFlags(c *cobra.Command) {
 	f.StringVar(&o.rack, "rack", "", "migrate the machines of this rack UUID (with --pool: those of both)")
 	f.StringSliceVar(&o.names, "names", nil, "migrate these machines, by name (comma-separated)")
 	f.IntVar(&o.window, "window", workflows.DefaultBulkWindow, fmt.Sprintf("how many machines migrate at once (1-%d)", workflows.MaxBulkWindow))
-	f.BoolVar(&o.skipDestroy, "skip-machine-destroy", true, "keep the locked stubs on the source region (=false deletes each once its machine is active on the target)")
+	addDeleteStubFlag(c, &o.deleteStub, "delete each locked stub on the source region once its machine is active on the target (default: keep them)")
 	f.DurationVar(&o.waitForJob, "wait-for-running-job", 10*time.Minute, "how long each migration waits for a running job to end before giving up")
 	c.MarkFlagsMutuallyExclusive("names", "pool")
 	c.MarkFlagsMutuallyExclusive("names", "rack")
@@ -68,12 +68,13 @@ func (o *bulkOptions) input() (workflows.BulkMigrateInput, error) {
 	if err := errors.Join(problems...); err != nil {
 		return workflows.BulkMigrateInput{}, err
 	}
+	keepStubs := !o.deleteStub
 	in := workflows.BulkMigrateInput{
 		SourceRegion:       o.from,
 		TargetRegion:       o.to,
 		Selector:           activities.Selector{Pool: o.pool, Rack: o.rack, Names: o.names},
 		Window:             o.window,
-		SkipMachineDestroy: &o.skipDestroy,
+		SkipMachineDestroy: &keepStubs,
 		WaitForRunningJob:  o.waitForJob,
 	}
 	if err := in.Check(); err != nil {

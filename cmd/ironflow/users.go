@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -66,6 +68,9 @@ func newUserTokenCommand() *cobra.Command {
 				return fmt.Errorf("--ttl %s: must not be negative", ttl)
 			}
 			tok, err := regionClient(cmd).MintToken(cmd.Context(), args[0], api.TokenRequest{Role: role, TTL: ttl})
+			if apiErr := (*client.APIError)(nil); errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound && !apiErr.Foreign {
+				return fmt.Errorf("%w: create the user first: %s", err, userCreateCommand(cmd, args[0], role))
+			}
 			if err != nil {
 				return err
 			}
@@ -77,6 +82,15 @@ func newUserTokenCommand() *cobra.Command {
 	c.Flags().StringVar(&role, "role", "", "narrow the token to this role (default: the user's role)")
 	c.Flags().DurationVar(&ttl, "ttl", 0, "token lifetime, e.g. 24h (default: no expiry)")
 	return c
+}
+
+// userCreateCommand is the command line that creates user name on the -E region, with role
+// (default: readonly, the least a person gets).
+func userCreateCommand(cmd *cobra.Command, name, role string) string {
+	if role == "" {
+		role = api.RoleReadonly
+	}
+	return fmt.Sprintf("ironflow -E %s users create %s --role %s", flagOrEnv(cmd, flagEndpoint, envEndpoint), name, role)
 }
 
 func checkRole(role string) error {

@@ -4,8 +4,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,13 +28,14 @@ type Cluster struct {
 	LogFile string // the server's output
 	Port    int
 	owned   bool // the data dir is a temp dir we remove on Stop
-	cred    *syscall.Credential
+	// procAttr runs the PostgreSQL tools as a user other than root; nil when not root.
+	procAttr *syscall.SysProcAttr
 }
 
 // Start starts a cluster in dataDir (created and initialised when it holds none).
 // An empty dataDir means a temporary cluster that Stop removes. PostgreSQL refuses to run
 // as root, so as root the server runs as the "postgres" user, who must be able to reach
-// dataDir (a temp dir is fine; see StartInStateDir for a dir that user cannot enter).
+// dataDir (a temp dir is fine; StartInStateDir runs it where only root can go).
 func Start(ctx context.Context, dataDir string) (*Cluster, error) {
 	return StartOnPort(ctx, dataDir, 0)
 }
@@ -60,6 +59,13 @@ func StartOnPort(ctx context.Context, dataDir string, port int) (*Cluster, error
 	// A data dir that was not initialised before this call is removed when the start fails:
 	// initdb refuses a non-empty dir, so a half-made one would block the next start.
 	removeOnFailure := pg.owned || !initialised(pg.DataDir)
+	if os.Geteuid() == 0 {
+		cred, err := postgresCredential()
+		if err != nil {
+			return nil, err
+		}
+		pg.procAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	if err := pg.start(ctx, port); err != nil {
 		if removeOnFailure {
 			os.RemoveAll(pg.DataDir)
@@ -72,97 +78,60 @@ func StartOnPort(ctx context.Context, dataDir string, port int) (*Cluster, error
 // stateLink is the name, inside a dev state dir, of its cluster's data dir.
 const stateLink = "postgres"
 
-// StartInStateDir starts the persistent cluster of a dev state dir on a free port; its
-// output goes to stateDir/postgres.log. Run by a normal user, the data dir is
-// stateDir/postgres. Run by root, PostgreSQL runs as the postgres user, who may not be able to
-// enter stateDir (a clone in root's 0700 home): the data dir is then SharedDataDir(stateDir),
-// in the postgres user's home, and stateDir/postgres a symlink to it, which restarts follow
-// and RemoveStateDir removes. A failed first start removes both again.
+// StartInStateDir starts the persistent cluster of a dev state dir on a free port, its data
+// in stateDir/postgres and its output in stateDir/postgres.log, so removing the state dir
+// removes everything the cluster wrote. PostgreSQL refuses to run as root; run by root, the
+// server runs in a user namespace that maps the postgres user's IDs to root, so it reaches a
+// state dir only root can enter (a clone in root's 0700 home) and its files stay root's. A
+// failed first start removes the data dir again.
 func StartInStateDir(ctx context.Context, stateDir string) (*Cluster, error) {
 	stateDir, err := filepath.Abs(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("dev state dir: %w", err)
 	}
-	link := filepath.Join(stateDir, stateLink)
-	dataDir, created, err := stateDataDir(stateDir, link)
-	if err != nil {
-		return nil, err
+	dataDir := filepath.Join(stateDir, stateLink)
+	if fi, err := os.Lstat(dataDir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s links to a PostgreSQL data dir outside the state dir (an older layout): start over with `ironflow dev --fresh`", dataDir)
 	}
 	pg := &Cluster{DataDir: dataDir, LogFile: filepath.Join(stateDir, "postgres.log")}
+	if os.Geteuid() == 0 {
+		if pg.procAttr, err = rootMappedToPostgres(); err != nil {
+			return nil, err
+		}
+	}
+	created := !initialised(dataDir)
 	if err := pg.start(ctx, 0); err != nil {
-		if created || !initialised(dataDir) {
+		if created {
 			os.RemoveAll(dataDir)
-			os.Remove(link) // the symlink, when there is one; a removed plain dir is gone already
 		}
 		return nil, err
 	}
 	return pg, nil
 }
 
-// SharedDataDir is where, run by root, the cluster of stateDir (an absolute path) keeps its
-// data: /var/lib/postgresql/ironflow-dev-<hash of stateDir>, which the postgres user can reach.
-func SharedDataDir(stateDir string) (string, error) {
-	u, err := postgresUser()
-	if err != nil {
-		return "", err
+// RemoveData removes the PostgreSQL data of a dev state dir, including the data dir that
+// older versions kept in the postgres user's home and linked from the state dir.
+func RemoveData(stateDir string) error {
+	link := filepath.Join(stateDir, stateLink)
+	if target, err := os.Readlink(link); err == nil && strings.HasPrefix(filepath.Base(target), "ironflow-dev-") {
+		if err := os.RemoveAll(target); err != nil {
+			return fmt.Errorf("remove PostgreSQL data dir: %w", err)
+		}
 	}
-	sum := sha256.Sum256([]byte(stateDir))
-	return filepath.Join(u.HomeDir, "ironflow-dev-"+hex.EncodeToString(sum[:8])), nil
+	if err := os.RemoveAll(link); err != nil {
+		return fmt.Errorf("remove PostgreSQL data dir: %w", err)
+	}
+	return nil
 }
 
-// stateDataDir returns the data dir that link names, creating it (and, as root, the link)
-// when there is none.
-func stateDataDir(stateDir, link string) (dir string, created bool, err error) {
-	if fi, err := os.Lstat(link); err == nil {
-		if fi.Mode()&os.ModeSymlink == 0 {
-			return link, false, nil
-		}
-		target, err := filepath.EvalSymlinks(link)
-		if err != nil {
-			return "", false, fmt.Errorf("the PostgreSQL data dir that %s points to is gone (%w): start over with `ironflow dev --fresh`", link, err)
-		}
-		return target, false, nil
-	}
-	if os.Geteuid() != 0 {
-		return link, true, nil
-	}
-	if dir, err = SharedDataDir(stateDir); err != nil {
-		return "", false, err
-	}
-	// Left by a state dir removed without --fresh: its data belongs to no state any more.
-	if err := os.RemoveAll(dir); err != nil {
-		return "", false, fmt.Errorf("postgres data dir: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return "", false, fmt.Errorf("postgres data dir: %w", err)
-	}
-	if err := os.Symlink(dir, link); err != nil {
-		os.RemoveAll(dir)
-		return "", false, fmt.Errorf("postgres data dir link: %w", err)
-	}
-	return dir, true, nil
-}
-
-// RemoveStateDir removes a dev state dir and the PostgreSQL data dir it keeps outside.
+// RemoveStateDir removes a dev state dir and its PostgreSQL data.
 func RemoveStateDir(stateDir string) error {
 	stateDir, err := filepath.Abs(stateDir)
 	if err != nil {
 		return fmt.Errorf("dev state dir: %w", err)
 	}
-	if os.Geteuid() == 0 {
-		shared, err := SharedDataDir(stateDir)
-		if err != nil {
-			return err
-		}
-		// The link's target differs from shared when the state dir was moved since.
-		target, _ := os.Readlink(filepath.Join(stateDir, stateLink))
-		for _, dir := range []string{shared, target} {
-			if filepath.Dir(dir) == filepath.Dir(shared) && strings.HasPrefix(filepath.Base(dir), "ironflow-dev-") {
-				if err := os.RemoveAll(dir); err != nil {
-					return fmt.Errorf("remove PostgreSQL data dir: %w", err)
-				}
-			}
-		}
+	if err := RemoveData(stateDir); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(stateDir); err != nil {
 		return fmt.Errorf("remove state dir: %w", err)
@@ -180,13 +149,8 @@ func (pg *Cluster) start(ctx context.Context, port int) error {
 	if err := os.MkdirAll(pg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("postgres data dir: %w", err)
 	}
-	if os.Geteuid() == 0 {
-		cred, err := postgresCredential()
-		if err != nil {
-			return err
-		}
-		pg.cred = cred
-		if err := os.Chown(pg.DataDir, int(cred.Uid), int(cred.Gid)); err != nil {
+	if cred := pg.procAttr; cred != nil && cred.Credential != nil {
+		if err := os.Chown(pg.DataDir, int(cred.Credential.Uid), int(cred.Credential.Gid)); err != nil {
 			return fmt.Errorf("chown postgres data dir: %w", err)
 		}
 	}
@@ -209,7 +173,8 @@ func (pg *Cluster) start(ctx context.Context, port int) error {
 		return fmt.Errorf("postgres log: %w", err)
 	}
 	defer log.Close()
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='%s' -c fsync=off -c max_connections=300", port, pg.DataDir)
+	// TCP only: a unix socket path in a deep state dir would pass the 107-byte limit.
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off -c max_connections=300", port)
 	cmd := pg.command(ctx, "pg_ctl", "-D", pg.DataDir, "-o", opts, "-w", "-t", "60", "start")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
@@ -252,8 +217,9 @@ func (pg *Cluster) Halt() error {
 func (pg *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(BinDir, name), args...)
 	cmd.Dir = "/"
-	if pg.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
+	if pg.procAttr != nil {
+		attr := *pg.procAttr
+		cmd.SysProcAttr = &attr
 	}
 	return cmd
 }
@@ -284,6 +250,21 @@ func postgresUser() (*user.User, error) {
 		return nil, fmt.Errorf("running as root needs the postgres user: %w", err)
 	}
 	return u, nil
+}
+
+// rootMappedToPostgres runs a process in a new user namespace in which root appears as the
+// postgres user: PostgreSQL sees a user that is not root and has a name, and its files and
+// access checks are root's.
+func rootMappedToPostgres() (*syscall.SysProcAttr, error) {
+	cred, err := postgresCredential()
+	if err != nil {
+		return nil, err
+	}
+	return &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(cred.Uid), HostID: 0, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(cred.Gid), HostID: 0, Size: 1}},
+	}, nil
 }
 
 func postgresCredential() (*syscall.Credential, error) {
