@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -67,13 +69,159 @@ func TestEnlistCreatesOneNewMachineUnderConcurrentReports(t *testing.T) {
 	if m.Enlisted == nil || m.Enlisted.Boot == nil || m.Enlisted.Boot.Product != "PowerEdge R640" || m.Enlisted.Boot.Platform != "efi" {
 		t.Errorf("enlisted %+v", m.Enlisted)
 	}
-	// Same SMBIOS UUID from another NIC of the same machine: matched, the MAC added.
+	// Same SMBIOS UUID from another NIC of the same machine: matched, the MAC pending.
 	res, err := s.Enlist(ctx, rackPrincipal, bootReport("52:54:00:aa:bb:02"))
 	if err != nil || res.Created || res.Machine != m.Uuid {
 		t.Fatalf("second NIC: %+v, %v", res, err)
 	}
-	if got := machinesWith(t, s, nil); len(got) != 1 || len(got[0].HardwareAddrs) != 2 {
+	got := machinesWith(t, s, nil)
+	if len(got) != 1 || len(got[0].HardwareAddrs) != 1 || !slices.Equal(pendingOf(got[0]), []string{"mac 52:54:00:aa:bb:02"}) {
 		t.Fatalf("machines after the second NIC: %+v", got)
+	}
+}
+
+// pendingOf lists m's pending identities as "kind value".
+func pendingOf(m api.Machine) []string {
+	var out []string
+	if m.Enlisted != nil {
+		for _, p := range m.Enlisted.Pending {
+			out = append(out, p.Kind+" "+p.Value)
+		}
+	}
+	return out
+}
+
+func getMachine(t *testing.T, s *store.Store, key string) api.Machine {
+	t.Helper()
+	var m api.Machine
+	if err := s.Get(context.Background(), api.KindMachines, key, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// An operator declared bmcbox by its BMC address with an address and no MAC. A report that
+// claims the BMC address with a MAC of its own (nothing vouches for either) gives the machine
+// no MAC, so no reservation, and does not make it Ready: the MAC waits for the operator, who
+// accepts the real machine's; the real machine then commissions through it.
+func TestEnlistByBMCAloneProposesMACsAndMovesNoReservation(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	rack, _, err := s.RegisterRack(ctx, api.RackRegistration{Name: "rack-1"}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fabric := &api.Fabric{Name: "f"}
+	mustCreate(t, s, api.KindFabrics, fabric)
+	vlan := &api.VLAN{VID: 1, DHCPOn: true, Fabric: fabric.Uuid, PrimaryRack: rack.Uuid}
+	mustCreate(t, s, api.KindVLANs, vlan)
+	mustCreate(t, s, api.KindSubnets, &api.Subnet{Name: "s", CIDR: "10.213.0.0/24", VLAN: vlan.Uuid})
+	box := api.Machine{Name: "bmcbox", BMCAddress: "10.0.9.9", Address: "10.213.0.70"}
+	mustCreate(t, s, api.KindMachines, &box)
+	reservations := func() []api.Reservation {
+		cfg, _, err := s.RackConfig(ctx, rack.Uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Reservations
+	}
+	report := func(hostname, mac string) api.Enlistment {
+		return api.Enlistment{Inventory: &api.Inventory{Hostname: hostname, BMCAddress: "10.0.9.9", Interfaces: []api.NetInterface{{Name: "eth0", MAC: mac}}}}
+	}
+	const rogue, real = "02:00:00:00:66:66", "52:54:00:09:09:01"
+
+	res, err := s.Enlist(ctx, rackPrincipal, report("rogue", rogue))
+	if err != nil || res.Machine != box.Uuid || res.Status != api.StatusNew {
+		t.Fatalf("report by the BMC address: %+v, %v; want bmcbox, New", res, err)
+	}
+	m := getMachine(t, s, box.Uuid)
+	if len(m.HardwareAddrs) != 0 || len(reservations()) != 0 || !slices.Equal(pendingOf(m), []string{"mac " + rogue}) {
+		t.Fatalf("after the report: MACs %v, pending %v, reservations %+v; want no MAC, the report's pending, no reservation",
+			m.HardwareAddrs, pendingOf(m), reservations())
+	}
+	// What a report by an identity alone recorded stays: the next one only adds its MAC.
+	if _, err := s.Enlist(ctx, rackPrincipal, report("bmcbox", real)); err != nil {
+		t.Fatal(err)
+	}
+	m = getMachine(t, s, box.Uuid)
+	if m.Enlisted.Inventory.Hostname != "rogue" || !slices.Equal(pendingOf(m), []string{"mac " + rogue, "mac " + real}) {
+		t.Fatalf("after the second report: inventory of %s, pending %v", m.Enlisted.Inventory.Hostname, pendingOf(m))
+	}
+
+	// The operator accepts the real MAC: it leaves Pending, and the reservation is its.
+	m.HardwareAddrs = []string{real}
+	if err := s.Replace(ctx, alice, api.KindMachines, m.Uuid, &m); err != nil {
+		t.Fatal(err)
+	}
+	m = getMachine(t, s, box.Uuid)
+	if rs := reservations(); len(rs) != 1 || rs[0].MAC != real || rs[0].Addr != box.Address || !slices.Equal(pendingOf(m), []string{"mac " + rogue}) {
+		t.Fatalf("after accepting %s: reservations %+v, pending %v", real, rs, pendingOf(m))
+	}
+	res, err = s.Enlist(ctx, rackPrincipal, report("bmcbox", real))
+	if m = getMachine(t, s, box.Uuid); err != nil || res.Status != api.StatusReady || m.Enlisted.Inventory.Hostname != "bmcbox" {
+		t.Fatalf("the real machine's report through its accepted MAC: %+v, %v, inventory %+v", res, err, m.Enlisted.Inventory)
+	}
+}
+
+// A report through a declared machine's MAC that claims an SMBIOS UUID and serial gives the
+// machine neither: a report with a copied MAC cannot lock the real machine out, whose own
+// report is then taken too; an identity the machine holds is never replaced.
+func TestEnlistNeverGivesAKnownMachineTheIdentitiesAReportClaims(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	const mac = "52:54:00:0a:0a:01"
+	victim := api.Machine{Name: "victim", HardwareAddrs: []string{mac}}
+	mustCreate(t, s, api.KindMachines, &victim)
+	forged := bootReport(mac)
+	forged.Boot.UUID, forged.Boot.Serial = "11111111-2222-4333-8444-555555555555", "FORGED42"
+	if _, err := s.Enlist(ctx, rackPrincipal, forged); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Enlist(ctx, rackPrincipal, bootReport(mac)); err != nil || res.Machine != victim.Uuid {
+		t.Fatalf("the real machine's report after a forged one: %+v, %v", res, err)
+	}
+	m := getMachine(t, s, victim.Uuid)
+	want := []string{"system-uuid 11111111-2222-4333-8444-555555555555", "serial " + store.SSNHash("FORGED42"),
+		"system-uuid 4c4c4544-0042-3510-8051-b7c04f4e3732", "serial " + store.SSNHash("CZ1234XYZ")}
+	if m.Fingerprint.SystemUUID != "" || m.Fingerprint.SSNHash != "" || !slices.Equal(pendingOf(m), want) {
+		t.Fatalf("fingerprint %+v, pending %v; want none held, pending %v", m.Fingerprint, pendingOf(m), want)
+	}
+
+	m.Fingerprint.SystemUUID = "4c4c4544-0042-3510-8051-b7c04f4e3732"
+	if err := s.Replace(ctx, alice, api.KindMachines, m.Uuid, &m); err != nil {
+		t.Fatal(err)
+	}
+	before := jsonOf(t, getMachine(t, s, victim.Uuid))
+	_, err := s.Enlist(ctx, rackPrincipal, forged)
+	wantErr(t, err, store.ErrConflict, "the machine has SMBIOS UUID 4c4c4544-0042-3510-8051-b7c04f4e3732")
+	if after := jsonOf(t, getMachine(t, s, victim.Uuid)); after != before {
+		t.Fatalf("a refused report changed the machine:\n%s\n%s", before, after)
+	}
+}
+
+// Reports may not grow a machine's pending identities without bound.
+func TestEnlistRefusesMorePendingThanAMachineHolds(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	box := api.Machine{Name: "bmcbox", BMCAddress: "10.0.9.9"}
+	mustCreate(t, s, api.KindMachines, &box)
+	report := func(first int) api.Enlistment {
+		inv := &api.Inventory{BMCAddress: "10.0.9.9"}
+		for i := range api.MaxEnlistMACs {
+			inv.Interfaces = append(inv.Interfaces, api.NetInterface{Name: "eth", MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", (first+i)/256, (first+i)%256)})
+		}
+		return api.Enlistment{Inventory: inv}
+	}
+	for first := 0; first < api.MaxEnlistPending; first += api.MaxEnlistMACs {
+		if _, err := s.Enlist(ctx, rackPrincipal, report(first)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := jsonOf(t, getMachine(t, s, box.Uuid))
+	_, err := s.Enlist(ctx, rackPrincipal, report(api.MaxEnlistPending))
+	wantErr(t, err, store.ErrConflict, "pending MACs and identities, the most it may")
+	if after := jsonOf(t, getMachine(t, s, box.Uuid)); after != before {
+		t.Fatalf("a refused report changed the machine")
 	}
 }
 
@@ -123,8 +271,10 @@ func TestEnlistMatchesDeclaredByBMCOrNonPXEMAC(t *testing.T) {
 			Interfaces: []api.NetInterface{{Name: "eno1", MAC: pxe}, {Name: "eno2", MAC: other}}},
 			Commissioning: []api.CommissioningResult{{Script: "lsblk", Output: "sda 10G\n"}}}
 	}
+	// Matched by the BMC address alone, the report is recorded but does not commission the
+	// machine: its MACs wait for the operator (TestEnlistByBMCAloneProposesMACsAndMovesNoReservation).
 	res, err := s.Enlist(ctx, alice, inv("52:54:00:00:00:a1", "52:54:00:00:00:a2", "10.0.0.21"))
-	if err != nil || res.Created || res.Machine != byBMC.Uuid || res.Status != api.StatusReady {
+	if err != nil || res.Created || res.Machine != byBMC.Uuid || res.Status != api.StatusNew {
 		t.Fatalf("by BMC: %+v, %v", res, err)
 	}
 	res, err = s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", ""))
@@ -136,7 +286,7 @@ func TestEnlistMatchesDeclaredByBMCOrNonPXEMAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Enlisted == nil || got.Enlisted.Inventory == nil || got.Enlisted.Inventory.MemoryMiB != 4096 ||
-		len(got.Enlisted.Commissioning) != 1 || len(got.HardwareAddrs) != 2 {
+		len(got.Enlisted.Commissioning) != 1 || len(got.HardwareAddrs) != 1 || !slices.Equal(pendingOf(got), []string{"mac 52:54:00:00:00:b1"}) {
 		t.Fatalf("declared machine after enlistment: %+v", got)
 	}
 	// A Ready machine's inventory stays until an operator asks for commissioning again.

@@ -63,6 +63,7 @@ func validateMachine(m *api.Machine) error {
 			return invalidf("machine %s Address %q is not an IP address", m.Name, m.Address)
 		}
 	}
+	dropAcceptedPending(m)
 	return optionalUUIDs("machine "+m.Name, map[string]*string{"CurrentJob": &m.CurrentJob, "Rack": &m.Rack, "Pod": &m.Pod})
 }
 
