@@ -294,13 +294,21 @@ func checkCommissioning(results []api.CommissioningResult) error {
 	return nil
 }
 
+// EnlistOptions bound what enlistment may create.
+type EnlistOptions struct {
+	// MaxNew is how many New machines the region may hold: a report that would create one
+	// more is refused (ErrFull) until an operator commissions or deletes some. 0: no bound.
+	MaxNew int
+}
+
 // Enlist records a booting machine's report (region/api/enlist.go): it creates a machine in
 // the New state, or updates the one machine the report's identities match. A report whose
 // identities belong to several machines, that contradicts the matched machine's stored
 // identities, that matches a machine a migration holds or that is locked, or that brings an
 // inventory for a machine already Ready, is refused with ErrConflict and an "enlist-refused"
-// audit event; nothing else changes.
-func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment) (api.EnlistResult, error) {
+// audit event; nothing else changes. A report that would create a machine past o.MaxNew is
+// refused with ErrFull and no event: a storm of them must not become a storm of writes.
+func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment, o EnlistOptions) (api.EnlistResult, error) {
 	r, err := parseEnlistment(e)
 	if err != nil {
 		return api.EnlistResult{}, err
@@ -317,6 +325,9 @@ func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment) (api
 		}
 		switch len(owners) {
 		case 0:
+			if err := roomForNew(ctx, tx, o.MaxNew); err != nil {
+				return err
+			}
 			res, err = createEnlisted(ctx, tx, by, r)
 			return err
 		case 1:
@@ -387,6 +398,21 @@ func describeOwners(owners map[string]*owner) string {
 		parts = append(parts, owners[id].name+" holds "+strings.Join(owners[id].holds, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// roomForNew refuses (ErrFull) when the region holds maxNew New machines already.
+func roomForNew(ctx context.Context, tx pgx.Tx, maxNew int) error {
+	if maxNew <= 0 {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM machines WHERE doc->>'Status' = $1", api.StatusNew).Scan(&n); err != nil {
+		return err
+	}
+	if n >= maxNew {
+		return classed(ErrFull, "the region holds %d New machines, the most enlistment may create; commission or delete some (machines list Status=New)", n)
+	}
+	return nil
 }
 
 // createEnlisted creates the New machine of a report no machine matched.

@@ -37,7 +37,7 @@ func TestEnlistCreatesOneNewMachineUnderConcurrentReports(t *testing.T) {
 	results := make([]api.EnlistResult, 8)
 	errs := make([]error, 8)
 	for i := range results {
-		wg.Go(func() { results[i], errs[i] = s.Enlist(ctx, rackPrincipal, bootReport(mac)) })
+		wg.Go(func() { results[i], errs[i] = s.Enlist(ctx, rackPrincipal, bootReport(mac), store.EnlistOptions{}) })
 	}
 	wg.Wait()
 	created := 0
@@ -70,7 +70,7 @@ func TestEnlistCreatesOneNewMachineUnderConcurrentReports(t *testing.T) {
 		t.Errorf("enlisted %+v", m.Enlisted)
 	}
 	// Same SMBIOS UUID from another NIC of the same machine: matched, the MAC pending.
-	res, err := s.Enlist(ctx, rackPrincipal, bootReport("52:54:00:aa:bb:02"))
+	res, err := s.Enlist(ctx, rackPrincipal, bootReport("52:54:00:aa:bb:02"), store.EnlistOptions{})
 	if err != nil || res.Created || res.Machine != m.Uuid {
 		t.Fatalf("second NIC: %+v, %v", res, err)
 	}
@@ -130,7 +130,7 @@ func TestEnlistByBMCAloneProposesMACsAndMovesNoReservation(t *testing.T) {
 	}
 	const rogue, real = "02:00:00:00:66:66", "52:54:00:09:09:01"
 
-	res, err := s.Enlist(ctx, rackPrincipal, report("rogue", rogue))
+	res, err := s.Enlist(ctx, rackPrincipal, report("rogue", rogue), store.EnlistOptions{})
 	if err != nil || res.Machine != box.Uuid || res.Status != api.StatusNew {
 		t.Fatalf("report by the BMC address: %+v, %v; want bmcbox, New", res, err)
 	}
@@ -140,7 +140,7 @@ func TestEnlistByBMCAloneProposesMACsAndMovesNoReservation(t *testing.T) {
 			m.HardwareAddrs, pendingOf(m), reservations())
 	}
 	// What a report by an identity alone recorded stays: the next one only adds its MAC.
-	if _, err := s.Enlist(ctx, rackPrincipal, report("bmcbox", real)); err != nil {
+	if _, err := s.Enlist(ctx, rackPrincipal, report("bmcbox", real), store.EnlistOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m = getMachine(t, s, box.Uuid)
@@ -157,7 +157,7 @@ func TestEnlistByBMCAloneProposesMACsAndMovesNoReservation(t *testing.T) {
 	if rs := reservations(); len(rs) != 1 || rs[0].MAC != real || rs[0].Addr != box.Address || !slices.Equal(pendingOf(m), []string{"mac " + rogue}) {
 		t.Fatalf("after accepting %s: reservations %+v, pending %v", real, rs, pendingOf(m))
 	}
-	res, err = s.Enlist(ctx, rackPrincipal, report("bmcbox", real))
+	res, err = s.Enlist(ctx, rackPrincipal, report("bmcbox", real), store.EnlistOptions{})
 	if m = getMachine(t, s, box.Uuid); err != nil || res.Status != api.StatusReady || m.Enlisted.Inventory.Hostname != "bmcbox" {
 		t.Fatalf("the real machine's report through its accepted MAC: %+v, %v, inventory %+v", res, err, m.Enlisted.Inventory)
 	}
@@ -174,10 +174,10 @@ func TestEnlistNeverGivesAKnownMachineTheIdentitiesAReportClaims(t *testing.T) {
 	mustCreate(t, s, api.KindMachines, &victim)
 	forged := bootReport(mac)
 	forged.Boot.UUID, forged.Boot.Serial = "11111111-2222-4333-8444-555555555555", "FORGED42"
-	if _, err := s.Enlist(ctx, rackPrincipal, forged); err != nil {
+	if _, err := s.Enlist(ctx, rackPrincipal, forged, store.EnlistOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.Enlist(ctx, rackPrincipal, bootReport(mac)); err != nil || res.Machine != victim.Uuid {
+	if res, err := s.Enlist(ctx, rackPrincipal, bootReport(mac), store.EnlistOptions{}); err != nil || res.Machine != victim.Uuid {
 		t.Fatalf("the real machine's report after a forged one: %+v, %v", res, err)
 	}
 	m := getMachine(t, s, victim.Uuid)
@@ -192,7 +192,7 @@ func TestEnlistNeverGivesAKnownMachineTheIdentitiesAReportClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := jsonOf(t, getMachine(t, s, victim.Uuid))
-	_, err := s.Enlist(ctx, rackPrincipal, forged)
+	_, err := s.Enlist(ctx, rackPrincipal, forged, store.EnlistOptions{})
 	wantErr(t, err, store.ErrConflict, "the machine has SMBIOS UUID 4c4c4544-0042-3510-8051-b7c04f4e3732")
 	if after := jsonOf(t, getMachine(t, s, victim.Uuid)); after != before {
 		t.Fatalf("a refused report changed the machine:\n%s\n%s", before, after)
@@ -213,12 +213,12 @@ func TestEnlistRefusesMorePendingThanAMachineHolds(t *testing.T) {
 		return api.Enlistment{Inventory: inv}
 	}
 	for first := 0; first < api.MaxEnlistPending; first += api.MaxEnlistMACs {
-		if _, err := s.Enlist(ctx, rackPrincipal, report(first)); err != nil {
+		if _, err := s.Enlist(ctx, rackPrincipal, report(first), store.EnlistOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := jsonOf(t, getMachine(t, s, box.Uuid))
-	_, err := s.Enlist(ctx, rackPrincipal, report(api.MaxEnlistPending))
+	_, err := s.Enlist(ctx, rackPrincipal, report(api.MaxEnlistPending), store.EnlistOptions{})
 	wantErr(t, err, store.ErrConflict, "pending MACs and identities, the most it may")
 	if after := jsonOf(t, getMachine(t, s, box.Uuid)); after != before {
 		t.Fatalf("a refused report changed the machine")
@@ -233,7 +233,7 @@ func TestEnlistArchOfABIOSIPXEComesFromTheInventory(t *testing.T) {
 	const mac = "52:54:00:aa:bb:03"
 	boot := bootReport(mac)
 	boot.Boot.BuildArch, boot.Boot.Platform = "i386", "pcbios"
-	res, err := s.Enlist(ctx, rackPrincipal, boot)
+	res, err := s.Enlist(ctx, rackPrincipal, boot, store.EnlistOptions{})
 	if err != nil || !res.Created {
 		t.Fatalf("boot report: %+v, %v", res, err)
 	}
@@ -248,7 +248,7 @@ func TestEnlistArchOfABIOSIPXEComesFromTheInventory(t *testing.T) {
 		t.Fatalf("Arch %q after a BIOS iPXE's report, want it unset", got)
 	}
 	inv := api.Enlistment{Inventory: &api.Inventory{Arch: "amd64", Interfaces: []api.NetInterface{{Name: "ens3", MAC: mac}}}}
-	if _, err := s.Enlist(ctx, rackPrincipal, inv); err != nil {
+	if _, err := s.Enlist(ctx, rackPrincipal, inv, store.EnlistOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := arch(); got != "amd64" {
@@ -273,11 +273,11 @@ func TestEnlistMatchesDeclaredByBMCOrNonPXEMAC(t *testing.T) {
 	}
 	// Matched by the BMC address alone, the report is recorded but does not commission the
 	// machine: its MACs wait for the operator (TestEnlistByBMCAloneProposesMACsAndMovesNoReservation).
-	res, err := s.Enlist(ctx, alice, inv("52:54:00:00:00:a1", "52:54:00:00:00:a2", "10.0.0.21"))
+	res, err := s.Enlist(ctx, alice, inv("52:54:00:00:00:a1", "52:54:00:00:00:a2", "10.0.0.21"), store.EnlistOptions{})
 	if err != nil || res.Created || res.Machine != byBMC.Uuid || res.Status != api.StatusNew {
 		t.Fatalf("by BMC: %+v, %v", res, err)
 	}
-	res, err = s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", ""))
+	res, err = s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", ""), store.EnlistOptions{})
 	if err != nil || res.Created || res.Machine != byMAC.Uuid {
 		t.Fatalf("by non-PXE MAC: %+v, %v", res, err)
 	}
@@ -290,13 +290,13 @@ func TestEnlistMatchesDeclaredByBMCOrNonPXEMAC(t *testing.T) {
 		t.Fatalf("declared machine after enlistment: %+v", got)
 	}
 	// A Ready machine's inventory stays until an operator asks for commissioning again.
-	_, err = s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", ""))
+	_, err = s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", ""), store.EnlistOptions{})
 	wantErr(t, err, store.ErrConflict, "set its Status to New")
 	got.Status = api.StatusNew
 	if err := s.Replace(ctx, alice, api.KindMachines, got.Uuid, &got); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", "")); err != nil || res.Status != api.StatusReady {
+	if res, err := s.Enlist(ctx, alice, inv("52:54:00:00:00:b1", "52:54:00:00:00:b2", ""), store.EnlistOptions{}); err != nil || res.Status != api.StatusReady {
 		t.Fatalf("commissioning again: %+v, %v", res, err)
 	}
 }
@@ -314,11 +314,11 @@ func TestEnlistRefusesConflictingIdentities(t *testing.T) {
 
 	both := api.Enlistment{Inventory: &api.Inventory{Interfaces: []api.NetInterface{
 		{Name: "a", MAC: "52:54:00:00:01:01"}, {Name: "b", MAC: "52:54:00:00:02:01"}}}}
-	_, err := s.Enlist(ctx, rackPrincipal, both)
+	_, err := s.Enlist(ctx, rackPrincipal, both, store.EnlistOptions{})
 	wantErr(t, err, store.ErrConflict, "belong to 2 machines")
 
 	otherBMC := api.Enlistment{Inventory: &api.Inventory{BMCAddress: "10.0.0.9", Interfaces: []api.NetInterface{{Name: "a", MAC: "52:54:00:00:01:01"}}}}
-	_, err = s.Enlist(ctx, rackPrincipal, otherBMC)
+	_, err = s.Enlist(ctx, rackPrincipal, otherBMC, store.EnlistOptions{})
 	wantErr(t, err, store.ErrConflict, "BMC address 10.0.0.1")
 
 	if after := jsonOf(t, machinesWith(t, s, nil)); after != before {
@@ -359,11 +359,43 @@ func TestEnlistRefusesGarbage(t *testing.T) {
 		"huge output": {Inventory: &api.Inventory{Interfaces: []api.NetInterface{{MAC: "52:54:00:00:00:01"}}},
 			Commissioning: []api.CommissioningResult{{Script: "x", Output: string(make([]byte, api.MaxCommissionOutput+1))}}},
 	} {
-		if _, err := s.Enlist(ctx, rackPrincipal, e); err == nil {
+		if _, err := s.Enlist(ctx, rackPrincipal, e, store.EnlistOptions{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	if ms := machinesWith(t, s, nil); len(ms) != 0 {
 		t.Fatalf("garbage created %d machines", len(ms))
+	}
+}
+
+// Past MaxNew New machines a report that would create one is refused (ErrFull) and changes
+// nothing; reports of the machines already there are still taken, and commissioning one
+// makes room.
+func TestEnlistRefusesNewMachinesPastTheCap(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	capped := store.EnlistOptions{MaxNew: 2}
+	var first api.EnlistResult
+	for i, mac := range []string{"52:54:00:0c:00:01", "52:54:00:0c:00:02"} {
+		res, err := s.Enlist(ctx, rackPrincipal, api.Enlistment{Boot: &api.BootFacts{MAC: mac}}, capped)
+		if err != nil || !res.Created {
+			t.Fatalf("report %d: %+v, %v", i, res, err)
+		}
+		if i == 0 {
+			first = res
+		}
+	}
+	before := snapshot(t, s)
+	_, err := s.Enlist(ctx, rackPrincipal, api.Enlistment{Boot: &api.BootFacts{MAC: "52:54:00:0c:00:03"}}, capped)
+	wantErr(t, err, store.ErrFull, "holds 2 New machines")
+	if after := snapshot(t, s); after != before {
+		t.Fatal("a report refused by the cap changed the database")
+	}
+	inv := api.Enlistment{Inventory: &api.Inventory{Interfaces: []api.NetInterface{{Name: "eth0", MAC: "52:54:00:0c:00:01"}}}}
+	if res, err := s.Enlist(ctx, rackPrincipal, inv, capped); err != nil || res.Machine != first.Machine || res.Status != api.StatusReady {
+		t.Fatalf("commissioning a New machine at the cap: %+v, %v", res, err)
+	}
+	if res, err := s.Enlist(ctx, rackPrincipal, api.Enlistment{Boot: &api.BootFacts{MAC: "52:54:00:0c:00:03"}}, capped); err != nil || !res.Created {
+		t.Fatalf("a new machine once one was commissioned: %+v, %v", res, err)
 	}
 }
