@@ -1,8 +1,14 @@
 package rack
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,7 +23,9 @@ import (
 	"github.com/ironflow/ironflow/agent/inventory"
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/server"
 )
 
 // iPXEReport is the enlistment URL iPXE fetches for the script's chain line, with the values
@@ -227,5 +235,93 @@ func TestAgentEnlistThroughTheRackMatchesADeclaredMAC(t *testing.T) {
 	}
 	if len(evs) == 0 || evs[0].Action != "enlist" || !strings.HasPrefix(evs[0].Actor, "rack:") {
 		t.Fatalf("latest event of the machine %+v, want enlist by the rack", evs)
+	}
+}
+
+// stormTarget is where enlistmentStorm posts: a rack's or a region's POST /api/v1/enlist,
+// with a token for a region.
+type stormTarget struct{ url, token string }
+
+// enlistmentStorm posts discovery-environment reports of random MACs from threads goroutines
+// for d, from one loopback source address or (manySources) one per goroutine, and returns
+// how many answers each HTTP status got.
+func enlistmentStorm(t *testing.T, to stormTarget, threads int, d time.Duration, manySources bool) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := range threads {
+		src := "127.0.0.1"
+		if manySources {
+			src = fmt.Sprintf("127.0.9.%d", 10+i)
+		}
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+		wg.Go(func() {
+			defer c.CloseIdleConnections()
+			for time.Now().Before(deadline) {
+				mac := make(net.HardwareAddr, 6)
+				rand.Read(mac)
+				mac[0] = 0x02 // locally administered, unicast
+				body, _ := json.Marshal(api.Enlistment{Inventory: &api.Inventory{Interfaces: []api.NetInterface{{Name: "eth0", MAC: mac.String()}}}})
+				req, _ := http.NewRequest(http.MethodPost, to.url+api.PathPrefix+"/enlist", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				if to.token != "" {
+					req.Header.Set("Authorization", "Bearer "+to.token)
+				}
+				code := 0
+				if resp, err := c.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					code = resp.StatusCode
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// A 16-thread storm of reports of random MACs for 5 s creates no more machines than the
+// rack's limit lets through, from one source address or from 16, nor than the region's
+// per-caller limit when sent to the region directly; the rest is answered 503.
+func TestEnlistmentStormIsBounded(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	racks := startServingRacks(t, reg, 2)
+	const threads, storm = 16, 5 * time.Second
+	created := 0
+	for _, s := range []struct {
+		name        string
+		to          stormTarget
+		manySources bool
+		rate        float64 // of the limit that binds
+		burst       int
+	}{
+		{"through a rack from one address", stormTarget{url: racks[0]}, false,
+			float64(httpboot.DefaultEnlistLimits.PerClient), httpboot.DefaultEnlistLimits.PerClientBurst},
+		{"through a rack from 16 addresses", stormTarget{url: racks[1]}, true,
+			float64(httpboot.DefaultEnlistLimits.PerRack), httpboot.DefaultEnlistLimits.PerRackBurst},
+		{"to the region directly", stormTarget{url: reg.URL, token: adminToken}, false,
+			float64(server.DefaultEnlistLimits.PerRack), server.DefaultEnlistLimits.PerRackBurst},
+	} {
+		start := time.Now()
+		codes := enlistmentStorm(t, s.to, threads, storm, s.manySources)
+		elapsed := time.Since(start)
+		ms, err := reg.admin().Machines().List(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(ms) - created
+		created = len(ms)
+		t.Logf("%s: %d machines created in %v; answers by status %v", s.name, n, elapsed.Round(time.Millisecond), codes)
+		if bound := s.burst + int(s.rate*elapsed.Seconds()) + 1; n > bound || codes[http.StatusServiceUnavailable] == 0 {
+			t.Errorf("%s: %d machines created, %d answers 503; want at most %d (the limit's burst and rate), the rest 503",
+				s.name, n, codes[http.StatusServiceUnavailable], bound)
+		}
 	}
 }

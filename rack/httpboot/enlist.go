@@ -47,22 +47,26 @@ const enlistTimeout = 15 * time.Second
 // the discovery environment all the same, and `ironflow agent enlist` retries there.
 type EnlistLimits struct {
 	// Reports one client (source address) may send per second on average, and at once. A
-	// machine sends two per boot (iPXE, then the discovery environment); defaults 0.2 and 5.
+	// machine sends two per boot (iPXE, then the discovery environment).
 	PerClient      rate.Limit
 	PerClientBurst int
-	// Reports of all clients together (defaults 5 per second and 50 at once): a storm from
-	// many addresses reaches the region at this pace at most.
+	// Reports of all clients together: a storm from many addresses reaches the region at
+	// this pace at most.
 	PerRack      rate.Limit
 	PerRackBurst int
-	MaxClients   int // clients tracked at once (default 4096); more wait until some go quiet
+	MaxClients   int // clients tracked at once; more wait until some go quiet
 }
 
+// DefaultEnlistLimits are the limits of a rack's zero EnlistLimits fields.
+var DefaultEnlistLimits = EnlistLimits{PerClient: 0.2, PerClientBurst: 5, PerRack: 5, PerRackBurst: 50, MaxClients: 4096}
+
 func (l *EnlistLimits) defaults() {
-	setDefault(&l.PerClient, 0.2)
-	setDefault(&l.PerClientBurst, 5)
-	setDefault(&l.PerRack, 5)
-	setDefault(&l.PerRackBurst, 50)
-	setDefault(&l.MaxClients, 4096)
+	d := DefaultEnlistLimits
+	setDefault(&l.PerClient, d.PerClient)
+	setDefault(&l.PerClientBurst, d.PerClientBurst)
+	setDefault(&l.PerRack, d.PerRack)
+	setDefault(&l.PerRackBurst, d.PerRackBurst)
+	setDefault(&l.MaxClients, d.MaxClients)
 }
 
 // enlistLimiter applies EnlistLimits.

@@ -31,15 +31,15 @@ type EnlistLimits struct {
 	MaxNew int
 }
 
-// defaultEnlistLimits are the enlistment limits of a region unless configured.
-var defaultEnlistLimits = EnlistLimits{PerRack: 10, PerRackBurst: 100, MaxNew: 1000}
+// DefaultEnlistLimits are the enlistment limits of a region unless configured.
+var DefaultEnlistLimits = EnlistLimits{PerRack: 10, PerRackBurst: 100, MaxNew: 1000}
 
 func (l EnlistLimits) orDefault() EnlistLimits {
 	if l.PerRack <= 0 || l.PerRackBurst <= 0 {
-		l.PerRack, l.PerRackBurst = defaultEnlistLimits.PerRack, defaultEnlistLimits.PerRackBurst
+		l.PerRack, l.PerRackBurst = DefaultEnlistLimits.PerRack, DefaultEnlistLimits.PerRackBurst
 	}
 	if l.MaxNew <= 0 {
-		l.MaxNew = defaultEnlistLimits.MaxNew
+		l.MaxNew = DefaultEnlistLimits.MaxNew
 	}
 	return l
 }
