@@ -325,3 +325,61 @@ func TestEnlistmentStormIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// An operator declared bmcbox by its BMC address with a reserved address and no MAC. A
+// report to the rack (no credential) that claims the BMC address with a MAC of its own gets
+// that MAC no reservation: DHCP gives it a dynamic address, the MAC waits on the machine for
+// the operator, and the reservation goes to the MAC the operator accepts.
+func TestEnlistmentByBMCGetsARogueMACNoReservation(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	dir := t.TempDir()
+	st, err := Register(ctx, RegisterOptions{URLs: []string{reg.URL}, Secret: testSecret, Name: "rack-1", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := reg.admin()
+	birdy, birdyAddr := network(t, admin, st.Uuid)
+	box, err := admin.Machines().Create(ctx, api.Machine{Name: "bmcbox", BMCAddress: "10.0.9.9", Address: netAddr(70).String(), BootEnv: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rackOptions(t, dir)
+	startRack(t, o)
+	agent := newRelayAgent(t, o.DHCPRelayListen)
+	testutil.Eventually(t, 10*time.Second, "the rack's config", func() bool { return agent.dora(t, birdy) == birdyAddr })
+
+	rogue := net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x66, 0x66}
+	report := fmt.Sprintf(`{"Inventory": {"Hostname": "rogue", "BMCAddress": "10.0.9.9", "Interfaces": [{"Name": "eth0", "MAC": %q}]}}`, rogue)
+	resp, err := http.Post("http://"+o.HTTPListen+"/api/v1/enlist", "application/json", strings.NewReader(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the report: %s", resp.Status)
+	}
+	// A write after the report that the rack's DHCP shows: once it does, the rack serves
+	// what the report left.
+	moved := netAddr(51)
+	if _, err := admin.Machines().Patch(ctx, "Name:birdy", json.RawMessage(`{"Address": "`+moved.String()+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the config after the report", func() bool { return agent.dora(t, birdy) == moved })
+	if got := agent.dora(t, rogue); got == netAddr(70) {
+		t.Fatalf("the report's MAC got bmcbox's reserved address %s", got)
+	}
+	m, err := admin.Machines().Get(ctx, box.Uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.HardwareAddrs) != 0 || m.Enlisted == nil || len(m.Enlisted.Pending) != 1 || m.Enlisted.Pending[0].Value != rogue.String() {
+		t.Fatalf("bmcbox after the report: MACs %v, enlisted %+v; want none, the report's MAC pending", m.HardwareAddrs, m.Enlisted)
+	}
+
+	real := net.HardwareAddr{0x52, 0x54, 0x00, 0x09, 0x09, 0x01}
+	if _, err := admin.Machines().Patch(ctx, box.Uuid, json.RawMessage(`{"HardwareAddrs": ["`+real.String()+`"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "bmcbox's reservation on the accepted MAC", func() bool { return agent.dora(t, real) == netAddr(70) })
+}
