@@ -147,7 +147,7 @@ type Enlisted struct {
 type PendingIdentity struct {
 	Kind  string    `json:"Kind"`  // Identity…
 	Value string    `json:"Value"` // canonical: a MAC as 52:54:00:…, a serial as its SSNHash
-	Rack  string    `json:"Rack"`  // the rack the report came through, "" for a direct one
+	By    string    `json:"By"`    // who sent the report: rack:<uuid> for one a rack forwarded
 	Time  time.Time `json:"Time"`  // of the first report that claimed it
 }
 

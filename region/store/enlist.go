@@ -503,7 +503,7 @@ func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id 
 	if m.Enlisted == nil {
 		m.Enlisted = &api.Enlisted{}
 	}
-	pending := addPending(m.Enlisted.Pending, claimed, rackOf(r))
+	pending := addPending(m.Enlisted.Pending, claimed, by.User)
 	if len(pending) > api.MaxEnlistPending {
 		return res, conflictf("the enlistment of %s matches machine %s (%s), which holds %d pending MACs and identities, the most it may; an operator accepts or clears them (Enlisted.Pending)",
 			r.macs[0], m.Name, m.Uuid, len(m.Enlisted.Pending)), nil
@@ -532,11 +532,11 @@ func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id 
 }
 
 // addPending returns pending with the claimed identities it lacks appended.
-func addPending(pending []api.PendingIdentity, claimed []identity, rack string) []api.PendingIdentity {
+func addPending(pending []api.PendingIdentity, claimed []identity, by string) []api.PendingIdentity {
 	now := time.Now().UTC()
 	for _, c := range claimed {
 		if !slices.ContainsFunc(pending, func(p api.PendingIdentity) bool { return p.Kind == c.kind && p.Value == c.value }) {
-			pending = append(pending, api.PendingIdentity{Kind: c.kind, Value: c.value, Rack: rack, Time: now})
+			pending = append(pending, api.PendingIdentity{Kind: c.kind, Value: c.value, By: by, Time: now})
 		}
 	}
 	return pending
