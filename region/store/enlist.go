@@ -453,9 +453,10 @@ func createEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report) (ap
 // Reports carry no credential, so none changes what a known machine is: the MACs and
 // identities it lacks become pending (Enlisted.Pending) for an operator to accept, and never
 // move its reservation (which follows its first MAC) or its address. A report through one of
-// the machine's own MACs records its boot facts and inventory; one that matched by an
-// identity alone (anybody on the machine network may claim a BMC address or a serial) only
-// fills in what the machine has not recorded and never makes it Ready.
+// the machine's own MACs records its boot facts and inventory (and the rack, when the machine
+// has none); one that matched by an identity alone (anybody on the machine network may claim
+// a BMC address or a serial) only fills in what the machine has not recorded, never makes it
+// Ready and never ties it to a rack (which a rack transfer would take it along with).
 func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id string, matched []string) (res api.EnlistResult, refused, err error) {
 	row, err := machines.resolve(ctx, tx, id, true)
 	if err != nil {
@@ -512,13 +513,13 @@ func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id 
 	if m.Arch == "" {
 		m.Arch = r.arch
 	}
-	if m.Rack == "" { // the rack it first booted through; a rack transfer takes it along
-		m.Rack = rackOf(r)
-	}
 	if m.Status == "" {
 		m.Status = api.StatusNew
 	}
 	if ownMAC {
+		if m.Rack == "" { // the rack it first booted through; a rack transfer takes it along
+			m.Rack = rackOf(r)
+		}
 		record(m, r)
 	} else {
 		fillUnrecorded(m, r)
@@ -548,6 +549,23 @@ func describeIdentities(ids []identity) []string {
 		out[i] = id.kind + " " + id.value
 	}
 	return out
+}
+
+// checkPending refuses pending identities an operator wrote that no report could have: an
+// unknown kind, or more than a machine holds.
+func checkPending(m *api.Machine) error {
+	if m.Enlisted == nil {
+		return nil
+	}
+	if n := len(m.Enlisted.Pending); n > api.MaxEnlistPending {
+		return invalidf("machine %s has %d pending identities (at most %d)", m.Name, n, api.MaxEnlistPending)
+	}
+	for i, p := range m.Enlisted.Pending {
+		if !slices.Contains([]string{api.IdentityMAC, idSystemUUID, idSerial, idBMC}, p.Kind) {
+			return invalidf("machine %s Enlisted.Pending[%d] has kind %q, not one of %s, %s, %s, %s", m.Name, i, p.Kind, api.IdentityMAC, idSystemUUID, idSerial, idBMC)
+		}
+	}
+	return nil
 }
 
 // dropAcceptedPending forgets the pending identities m now holds: an operator wrote them into

@@ -223,6 +223,12 @@ func TestEnlistRefusesMorePendingThanAMachineHolds(t *testing.T) {
 	if after := jsonOf(t, getMachine(t, s, box.Uuid)); after != before {
 		t.Fatalf("a refused report changed the machine")
 	}
+	// Nor may an operator write more, or of a kind no report has.
+	m := getMachine(t, s, box.Uuid)
+	m.Enlisted.Pending = append(m.Enlisted.Pending, api.PendingIdentity{Kind: api.IdentityMAC, Value: "02:00:00:00:ff:ff"})
+	wantErr(t, s.Replace(ctx, alice, api.KindMachines, m.Uuid, &m), store.ErrInvalid, "at most 64")
+	m.Enlisted.Pending = []api.PendingIdentity{{Kind: "colour", Value: "red"}}
+	wantErr(t, s.Replace(ctx, alice, api.KindMachines, m.Uuid, &m), store.ErrInvalid, `kind "colour"`)
 }
 
 // A BIOS iPXE reports buildarch i386 whatever the CPU (QEMU's x86_64 machine did): the boot
@@ -397,5 +403,27 @@ func TestEnlistRefusesNewMachinesPastTheCap(t *testing.T) {
 	}
 	if res, err := s.Enlist(ctx, rackPrincipal, api.Enlistment{Boot: &api.BootFacts{MAC: "52:54:00:0c:00:03"}}, capped); err != nil || !res.Created {
 		t.Fatalf("a new machine once one was commissioned: %+v, %v", res, err)
+	}
+}
+
+// A report that matched a machine by its SMBIOS UUID alone ties it to no rack (a rack
+// transfer would take it along) and records its boot facts only while the machine has none.
+func TestEnlistByAnIdentityAloneTiesNoRack(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	box := api.Machine{Name: "uuidbox", Fingerprint: api.Fingerprint{SystemUUID: "4c4c4544-0042-3510-8051-b7c04f4e3732"}}
+	mustCreate(t, s, api.KindMachines, &box)
+	for _, mac := range []string{"02:00:00:00:66:01", "02:00:00:00:66:02"} {
+		report := bootReport(mac)
+		report.Boot.Rack = rackA
+		if res, err := s.Enlist(ctx, rackPrincipal, report, store.EnlistOptions{}); err != nil || res.Machine != box.Uuid {
+			t.Fatalf("report of %s: %+v, %v", mac, res, err)
+		}
+	}
+	m := getMachine(t, s, box.Uuid)
+	if m.Rack != "" || m.Enlisted.Boot.MAC != "02:00:00:00:66:01" || len(m.HardwareAddrs) != 0 ||
+		!slices.Equal(pendingOf(m), []string{"serial " + store.SSNHash("CZ1234XYZ"), "mac 02:00:00:00:66:01", "mac 02:00:00:00:66:02"}) {
+		t.Fatalf("uuidbox: Rack %q, boot facts of %s, MACs %v, pending %v; want no rack, the first report's facts, no MAC, all pending",
+			m.Rack, m.Enlisted.Boot.MAC, m.HardwareAddrs, pendingOf(m))
 	}
 }

@@ -63,6 +63,9 @@ func validateMachine(m *api.Machine) error {
 			return invalidf("machine %s Address %q is not an IP address", m.Name, m.Address)
 		}
 	}
+	if err := checkPending(m); err != nil {
+		return err
+	}
 	dropAcceptedPending(m)
 	return optionalUUIDs("machine "+m.Name, map[string]*string{"CurrentJob": &m.CurrentJob, "Rack": &m.Rack, "Pod": &m.Pod})
 }
