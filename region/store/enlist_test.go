@@ -107,15 +107,7 @@ func getMachine(t *testing.T, s *store.Store, key string) api.Machine {
 func TestEnlistByBMCAloneProposesMACsAndMovesNoReservation(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	rack, _, err := s.RegisterRack(ctx, api.RackRegistration{Name: "rack-1"}, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fabric := &api.Fabric{Name: "f"}
-	mustCreate(t, s, api.KindFabrics, fabric)
-	vlan := &api.VLAN{VID: 1, DHCPOn: true, Fabric: fabric.Uuid, PrimaryRack: rack.Uuid}
-	mustCreate(t, s, api.KindVLANs, vlan)
-	mustCreate(t, s, api.KindSubnets, &api.Subnet{Name: "s", CIDR: "10.213.0.0/24", VLAN: vlan.Uuid})
+	rack, _ := servedSubnet(t, s, "10.213.0.0/24")
 	box := api.Machine{Name: "bmcbox", BMCAddress: "10.0.9.9", Address: "10.213.0.70"}
 	mustCreate(t, s, api.KindMachines, &box)
 	reservations := func() []api.Reservation {
