@@ -1,8 +1,14 @@
 package rack
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,7 +23,9 @@ import (
 	"github.com/ironflow/ironflow/agent/inventory"
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/server"
 )
 
 // iPXEReport is the enlistment URL iPXE fetches for the script's chain line, with the values
@@ -201,9 +209,14 @@ func TestAgentEnlistThroughTheRackMatchesADeclaredMAC(t *testing.T) {
 	if inv == nil || inv.Hostname != hostname || inv.MemoryMiB <= 0 || inv.CPU.Count <= 0 || inv.Arch != runtime.GOARCH {
 		t.Fatalf("recorded inventory %+v", inv)
 	}
+	// The report gives the machine no MAC: those it reports besides the declared one wait
+	// for an operator.
+	if !slices.Equal(m.HardwareAddrs, []string{declaredMAC}) {
+		t.Errorf("the machine's MACs %v, want the declared %s only", m.HardwareAddrs, declaredMAC)
+	}
 	for _, ifc := range inv.Interfaces {
-		if !slices.Contains(m.HardwareAddrs, ifc.MAC) {
-			t.Errorf("the machine's MACs %v lack the reported %s (%s)", m.HardwareAddrs, ifc.MAC, ifc.Name)
+		if ifc.MAC != declaredMAC && !slices.ContainsFunc(m.Enlisted.Pending, func(p api.PendingIdentity) bool { return p.Kind == api.IdentityMAC && p.Value == ifc.MAC }) {
+			t.Errorf("the machine's pending identities %+v lack the reported %s (%s)", m.Enlisted.Pending, ifc.MAC, ifc.Name)
 		}
 	}
 	if len(m.Enlisted.Commissioning) != 3 {
@@ -223,4 +236,150 @@ func TestAgentEnlistThroughTheRackMatchesADeclaredMAC(t *testing.T) {
 	if len(evs) == 0 || evs[0].Action != "enlist" || !strings.HasPrefix(evs[0].Actor, "rack:") {
 		t.Fatalf("latest event of the machine %+v, want enlist by the rack", evs)
 	}
+}
+
+// stormTarget is where enlistmentStorm posts: a rack's or a region's POST /api/v1/enlist,
+// with a token for a region.
+type stormTarget struct{ url, token string }
+
+// enlistmentStorm posts discovery-environment reports of random MACs from threads goroutines
+// for d, from one loopback source address or (manySources) one per goroutine, and returns
+// how many answers each HTTP status got.
+func enlistmentStorm(t *testing.T, to stormTarget, threads int, d time.Duration, manySources bool) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := range threads {
+		src := "127.0.0.1"
+		if manySources {
+			src = fmt.Sprintf("127.0.9.%d", 10+i)
+		}
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+		wg.Go(func() {
+			defer c.CloseIdleConnections()
+			for time.Now().Before(deadline) {
+				mac := make(net.HardwareAddr, 6)
+				rand.Read(mac)
+				mac[0] = 0x02 // locally administered, unicast
+				body, _ := json.Marshal(api.Enlistment{Inventory: &api.Inventory{Interfaces: []api.NetInterface{{Name: "eth0", MAC: mac.String()}}}})
+				req, _ := http.NewRequest(http.MethodPost, to.url+api.PathPrefix+"/enlist", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				if to.token != "" {
+					req.Header.Set("Authorization", "Bearer "+to.token)
+				}
+				code := 0
+				if resp, err := c.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					code = resp.StatusCode
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// A 16-thread storm of reports of random MACs for 5 s creates no more machines than the
+// rack's limit lets through, from one source address or from 16, nor than the region's
+// per-caller limit when sent to the region directly; the rest is answered 503.
+func TestEnlistmentStormIsBounded(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	racks := startServingRacks(t, reg, 2)
+	const threads, storm = 16, 5 * time.Second
+	created := 0
+	for _, s := range []struct {
+		name        string
+		to          stormTarget
+		manySources bool
+		rate        float64 // of the limit that binds
+		burst       int
+	}{
+		{"through a rack from one address", stormTarget{url: racks[0]}, false,
+			float64(httpboot.DefaultEnlistLimits.PerClient), httpboot.DefaultEnlistLimits.PerClientBurst},
+		{"through a rack from 16 addresses", stormTarget{url: racks[1]}, true,
+			float64(httpboot.DefaultEnlistLimits.PerRack), httpboot.DefaultEnlistLimits.PerRackBurst},
+		{"to the region directly", stormTarget{url: reg.URL, token: adminToken}, false,
+			float64(server.DefaultEnlistLimits.PerRack), server.DefaultEnlistLimits.PerRackBurst},
+	} {
+		start := time.Now()
+		codes := enlistmentStorm(t, s.to, threads, storm, s.manySources)
+		elapsed := time.Since(start)
+		ms, err := reg.admin().Machines().List(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(ms) - created
+		created = len(ms)
+		t.Logf("%s: %d machines created in %v; answers by status %v", s.name, n, elapsed.Round(time.Millisecond), codes)
+		if bound := s.burst + int(s.rate*elapsed.Seconds()) + 1; n > bound || codes[http.StatusServiceUnavailable] == 0 {
+			t.Errorf("%s: %d machines created, %d answers 503; want at most %d (the limit's burst and rate), the rest 503",
+				s.name, n, codes[http.StatusServiceUnavailable], bound)
+		}
+	}
+}
+
+// An operator declared bmcbox by its BMC address with a reserved address and no MAC. A
+// report to the rack (no credential) that claims the BMC address with a MAC of its own gets
+// that MAC no reservation: DHCP gives it a dynamic address, the MAC waits on the machine for
+// the operator, and the reservation goes to the MAC the operator accepts.
+func TestEnlistmentByBMCGetsARogueMACNoReservation(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegion(t, pgtest.NewDatabase(t), "region-a")
+	dir := t.TempDir()
+	st, err := Register(ctx, RegisterOptions{URLs: []string{reg.URL}, Secret: testSecret, Name: "rack-1", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := reg.admin()
+	birdy, birdyAddr := network(t, admin, st.Uuid)
+	box, err := admin.Machines().Create(ctx, api.Machine{Name: "bmcbox", BMCAddress: "10.0.9.9", Address: netAddr(70).String(), BootEnv: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rackOptions(t, dir)
+	startRack(t, o)
+	agent := newRelayAgent(t, o.DHCPRelayListen)
+	testutil.Eventually(t, 10*time.Second, "the rack's config", func() bool { return agent.dora(t, birdy) == birdyAddr })
+
+	rogue := net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x66, 0x66}
+	report := fmt.Sprintf(`{"Inventory": {"Hostname": "rogue", "BMCAddress": "10.0.9.9", "Interfaces": [{"Name": "eth0", "MAC": %q}]}}`, rogue)
+	resp, err := http.Post("http://"+o.HTTPListen+"/api/v1/enlist", "application/json", strings.NewReader(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the report: %s", resp.Status)
+	}
+	// A write after the report that the rack's DHCP shows: once it does, the rack serves
+	// what the report left.
+	moved := netAddr(51)
+	if _, err := admin.Machines().Patch(ctx, "Name:birdy", json.RawMessage(`{"Address": "`+moved.String()+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the config after the report", func() bool { return agent.dora(t, birdy) == moved })
+	if got := agent.dora(t, rogue); got == netAddr(70) {
+		t.Fatalf("the report's MAC got bmcbox's reserved address %s", got)
+	}
+	m, err := admin.Machines().Get(ctx, box.Uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.HardwareAddrs) != 0 || m.Enlisted == nil || len(m.Enlisted.Pending) != 1 || m.Enlisted.Pending[0].Value != rogue.String() {
+		t.Fatalf("bmcbox after the report: MACs %v, enlisted %+v; want none, the report's MAC pending", m.HardwareAddrs, m.Enlisted)
+	}
+
+	real := net.HardwareAddr{0x52, 0x54, 0x00, 0x09, 0x09, 0x01}
+	if _, err := admin.Machines().Patch(ctx, box.Uuid, json.RawMessage(`{"HardwareAddrs": ["`+real.String()+`"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "bmcbox's reservation on the accepted MAC", func() bool { return agent.dora(t, real) == netAddr(70) })
 }

@@ -89,6 +89,9 @@ func inventoryRows(m api.Machine) [][2]string {
 		}
 		rows = append(rows, [2]string{"Script " + c.Script, out})
 	}
+	for _, p := range e.Pending {
+		rows = append(rows, [2]string{"Pending " + p.Kind, fmt.Sprintf("%s reported %s by %s", p.Value, cellTime(p.Time), p.By)})
+	}
 	return append(rows, [2]string{"Enlisted", cellTime(e.Time)})
 }
 

@@ -7,14 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/time/rate"
+
+	"github.com/ironflow/ironflow/internal/ratelimit"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -34,6 +40,73 @@ type StatusCoder interface {
 
 // enlistTimeout bounds one forwarded enlistment: a booting machine waits for it.
 const enlistTimeout = 15 * time.Second
+
+// EnlistLimits bound the enlistment reports (GET /ipxe/enlist and POST /api/v1/enlist) the
+// rack forwards: anybody on the machine network may send them, and each unknown MAC may
+// become a machine. A report over a limit is answered 503 with Retry-After: iPXE then boots
+// the discovery environment all the same, and `ironflow agent enlist` retries there.
+type EnlistLimits struct {
+	// Reports one client (source address) may send per second on average, and at once. A
+	// machine sends two per boot (iPXE, then the discovery environment).
+	PerClient      rate.Limit
+	PerClientBurst int
+	// Reports of all clients together: a storm from many addresses reaches the region at
+	// this pace at most.
+	PerRack      rate.Limit
+	PerRackBurst int
+	MaxClients   int // clients tracked at once; more wait until some go quiet
+}
+
+// DefaultEnlistLimits are the limits of a rack's zero EnlistLimits fields.
+var DefaultEnlistLimits = EnlistLimits{PerClient: 0.2, PerClientBurst: 5, PerRack: 5, PerRackBurst: 50, MaxClients: 4096}
+
+func (l *EnlistLimits) defaults() {
+	d := DefaultEnlistLimits
+	setDefault(&l.PerClient, d.PerClient)
+	setDefault(&l.PerClientBurst, d.PerClientBurst)
+	setDefault(&l.PerRack, d.PerRack)
+	setDefault(&l.PerRackBurst, d.PerRackBurst)
+	setDefault(&l.MaxClients, d.MaxClients)
+}
+
+// enlistLimiter applies EnlistLimits.
+type enlistLimiter struct {
+	perClient *ratelimit.Keyed[netip.Addr]
+	perRack   *rate.Limiter
+}
+
+func newEnlistLimiter(l EnlistLimits) *enlistLimiter {
+	return &enlistLimiter{perClient: ratelimit.NewKeyed[netip.Addr](l.PerClient, l.PerClientBurst, l.MaxClients),
+		perRack: rate.NewLimiter(l.PerRack, l.PerRackBurst)}
+}
+
+// admitEnlist spends one report of the client's budget and of the rack's; over either, it
+// answers 503 with Retry-After, counts the report and returns false. Reports the rack refuses
+// itself (invalid) cost the region nothing and spend no budget.
+func (s *Server) admitEnlist(w http.ResponseWriter, r *http.Request) bool {
+	now := time.Now()
+	client, _ := netip.ParseAddrPort(r.RemoteAddr) // net/http's ip:port; nothing else shares the zero address
+	limit := "client"
+	ok, retry := s.enlistLimit.perClient.Take(client.Addr().Unmap(), now)
+	if ok {
+		limit = "rack"
+		ok, retry = ratelimit.Take(s.enlistLimit.perRack, now)
+	}
+	if ok {
+		return true
+	}
+	s.metrics.enlist.WithLabelValues("limited").Inc()
+	s.metrics.enlistLimited.WithLabelValues(limit).Inc()
+	s.log.Debug("enlistment report over the rack's limit", "remote", r.RemoteAddr, "limit", limit)
+	writeRetryLater(w, retry, fmt.Sprintf("enlistment report: over the rack's limit of reports per %s; retry later", limit))
+	return false
+}
+
+// writeRetryLater answers 503 with a Retry-After of at least a second.
+func writeRetryLater(w http.ResponseWriter, after time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(after.Seconds())))))
+	writeError(w, http.StatusServiceUnavailable, msg)
+}
 
 // bootFact is a query parameter of GET /ipxe/enlist, iPXE's setting of the same name.
 type bootFact struct {
@@ -101,6 +174,9 @@ func (s *Server) serveEnlist(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "enlistment report: "+err.Error())
 		return
 	}
+	if !s.admitEnlist(w, r) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), enlistTimeout)
 	defer cancel()
 	res, err := s.cfg.Enlister.Enlist(ctx, api.Enlistment{Boot: &facts})
@@ -166,6 +242,9 @@ func (s *Server) serveAgentEnlist(w http.ResponseWriter, r *http.Request) {
 	// Only iPXE reports through GET /ipxe/enlist carry boot facts: a running system cannot
 	// speak for the interface it booted from.
 	e.Boot = nil
+	if !s.admitEnlist(w, r) {
+		return
+	}
 	res, err := s.cfg.Enlister.Enlist(r.Context(), e)
 	if err != nil {
 		s.metrics.enlist.WithLabelValues(s.forwardError(w, "enlistment", err)).Inc()
@@ -190,11 +269,20 @@ func (s *Server) serveCommissioningScripts(w http.ResponseWriter, r *http.Reques
 	writeJSON(w, http.StatusOK, scripts)
 }
 
+// regionRetryAfter is the Retry-After of a region's 503 or 429, whose own header the
+// region link does not carry.
+const regionRetryAfter = 10 * time.Second
+
 // forwardError answers with the region's refusal ("refused"), or 502 when no region
 // answered ("error"); it returns which.
 func (s *Server) forwardError(w http.ResponseWriter, what string, err error) string {
 	if sc, ok := errors.AsType[StatusCoder](err); ok {
-		writeError(w, sc.StatusCode(), err.Error())
+		if code := sc.StatusCode(); code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
+			// The region's own limits: the agent retries on 503.
+			writeRetryLater(w, regionRetryAfter, err.Error())
+		} else {
+			writeError(w, code, err.Error())
+		}
 		return "refused"
 	}
 	s.log.Warn("forwarding to the region failed", "what", what, "error", err)

@@ -76,6 +76,12 @@ func startRack(t *testing.T, lookup MachineLookup, regions ...string) *testRack 
 
 func startRackWithLimits(t *testing.T, limits Limits, lookup MachineLookup, regions ...string) *testRack {
 	t.Helper()
+	return startRackWithConfig(t, func(c *Config) { c.Limits = limits }, lookup, regions...)
+}
+
+// startRackWithConfig is startRack with adjust applied to the server's config.
+func startRackWithConfig(t *testing.T, adjust func(*Config), lookup MachineLookup, regions ...string) *testRack {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "boot")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -90,8 +96,10 @@ func startRackWithLimits(t *testing.T, limits Limits, lookup MachineLookup, regi
 		t.Fatal(err)
 	}
 	enl := &enlister{}
-	srv, err := New(Config{Dir: d, Machines: lookup, Discovery: discovery, Region: link, Enlister: enl,
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Limits: limits})
+	cfg := Config{Dir: d, Machines: lookup, Discovery: discovery, Region: link, Enlister: enl,
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)}
+	adjust(&cfg)
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

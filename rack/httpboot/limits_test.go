@@ -109,3 +109,63 @@ func (s slowReader) Read(p []byte) (int, error) {
 	time.Sleep(time.Millisecond)
 	return s.r.Read(p[:min(len(p), 64<<10)])
 }
+
+// clientFrom is an HTTP client whose connections come from the loopback address src, a
+// client of its own to the rack.
+func clientFrom(src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// Enlistment reports over one client's budget, or over the rack's for all clients, are
+// answered 503 with Retry-After and never reach the region; /metrics counts them by limit.
+func TestEnlistReportsAreLimitedPerClientAndPerRack(t *testing.T) {
+	rack := startRackWithConfig(t, func(c *Config) {
+		c.Enlist = EnlistLimits{PerClient: 0.001, PerClientBurst: 2, PerRack: 0.001, PerRackBurst: 3}
+	}, machines{}, regionlinktest.Start(t, "a").URL)
+	ipxe := func(c *http.Client, mac string) *http.Response {
+		resp, err := c.Get(rack.url + "/ipxe/enlist?mac=" + mac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	limited := func(resp *http.Response, what string) {
+		t.Helper()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %s, Retry-After %q; want 503 with Retry-After", what, resp.Status, resp.Header.Get("Retry-After"))
+		}
+	}
+	one, two := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
+	for i, mac := range []string{"52-54-00-00-00-01", "52-54-00-00-00-02"} {
+		if resp := ipxe(one, mac); resp.StatusCode != http.StatusOK {
+			t.Fatalf("report %d of the first client: %s", i, resp.Status)
+		}
+	}
+	limited(ipxe(one, "52-54-00-00-00-03"), "the first client's third report")
+	if resp := ipxe(two, "52-54-00-00-00-04"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the second client's first report: %s", resp.Status)
+	}
+	resp, err := two.Post(rack.url+"/api/v1/enlist", "application/json",
+		strings.NewReader(`{"Inventory": {"Interfaces": [{"Name": "eth0", "MAC": "52:54:00:00:00:05"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	limited(resp, "the fourth report of the rack (an agent's)")
+
+	rack.enlister.mu.Lock()
+	defer rack.enlister.mu.Unlock()
+	if n := len(rack.enlister.reports); n != 3 {
+		t.Fatalf("%d reports reached the region, want 3", n)
+	}
+	_, body := get(t, rack.url+"/metrics")
+	for _, want := range []string{`ironflow_httpboot_enlist_limited_total{limit="client"} 1`, `ironflow_httpboot_enlist_limited_total{limit="rack"} 1`,
+		`ironflow_httpboot_enlist_reports_total{result="limited"} 2`} {
+		if !contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

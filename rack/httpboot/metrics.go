@@ -5,6 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	proxyErrors prometheus.Counter
 	enlist      *prometheus.CounterVec
+	// enlistLimited counts reports over EnlistLimits, by the limit: client or rack.
+	enlistLimited *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, region Region) (*metrics, error) {
@@ -15,10 +17,14 @@ func newMetrics(reg prometheus.Registerer, region Region) (*metrics, error) {
 		}),
 		enlist: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironflow_httpboot_enlist_reports_total",
-			Help: "Enlistment reports of unknown machines (iPXE and discovery environment) by result: created, matched, refused (by the region), invalid (by the rack), error (no region).",
+			Help: "Enlistment reports of unknown machines (iPXE and discovery environment) by result: created, matched, refused (by the region), invalid (by the rack), limited (over the rack's limits), error (no region).",
 		}, []string{"result"}),
+		enlistLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironflow_httpboot_enlist_limited_total",
+			Help: "Enlistment reports answered 503 over the rack's limits, by limit: client (one source address) or rack (all clients).",
+		}, []string{"limit"}),
 	}
-	for _, c := range []prometheus.Collector{m.proxyErrors, m.enlist, currentRegion{region}} {
+	for _, c := range []prometheus.Collector{m.proxyErrors, m.enlist, m.enlistLimited, currentRegion{region}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

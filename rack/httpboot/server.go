@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
+	"golang.org/x/time/rate"
 
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/region/api"
@@ -45,6 +46,7 @@ type Config struct {
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
 	Limits   Limits // zero fields take the defaults
+	Enlist   EnlistLimits
 }
 
 // Limits bound what one client can hold of the server: a connection that sends nothing, a
@@ -75,7 +77,7 @@ func (l *Limits) defaults() {
 	setDefault(&l.MaxConns, 1024)
 }
 
-func setDefault[T time.Duration | int | int64](v *T, def T) {
+func setDefault[T time.Duration | int | int64 | rate.Limit](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
@@ -88,10 +90,11 @@ func (l *Limits) assetDeadline(size int64) time.Duration {
 
 // Server is the rack's HTTP boot service.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	handler http.Handler
-	metrics *metrics
+	cfg         Config
+	log         *slog.Logger
+	handler     http.Handler
+	metrics     *metrics
+	enlistLimit *enlistLimiter
 }
 
 // New checks cfg and builds the server.
@@ -115,11 +118,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Limits.defaults()
+	cfg.Enlist.defaults()
 	m, err := newMetrics(cfg.Registry, cfg.Region)
 	if err != nil {
 		return nil, fmt.Errorf("httpboot: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpboot"), metrics: m}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpboot"), metrics: m, enlistLimit: newEnlistLimiter(cfg.Enlist)}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ipxe/boot.ipxe", s.serveBootScript)

@@ -12,11 +12,17 @@ import "time"
 // enlist` sends from the discovery environment (POST /api/v1/enlist on the rack, no
 // credential) with their own token; an operator may enlist directly. A report is matched by
 // every identity it carries: its MACs, SMBIOS UUID and serial (Fingerprint.SystemUUID,
-// Fingerprint.SSNHash) and BMC address. No match creates a machine in the New state; one
-// match updates it; a report whose identities belong to several machines, or contradict the
-// matched machine's, or that brings an inventory for a machine already Ready (an operator
-// sets Status back to New to commission it again), is refused (409) with an "enlist-refused"
-// audit event and changes nothing.
+// Fingerprint.SSNHash) and BMC address. No match creates a machine in the New state. One
+// match records the report on it, but never its MACs or identities: those the machine lacks
+// become Enlisted.Pending for an operator to accept. A report that carries one of the
+// machine's MACs records its boot facts and inventory (making it Ready); one that matched by
+// another identity alone only fills in what the machine has not recorded. A report whose
+// identities belong to several machines, or contradict the matched machine's, or that brings
+// an inventory for a machine already Ready (an operator sets Status back to New to commission
+// it again) by one of its MACs, or that would hold more than MaxEnlistPending pending
+// identities, is refused (409) with an "enlist-refused" audit event and changes nothing.
+// Reports are rate-limited per rack, and creating a machine is refused (429 with
+// Retry-After) while the region holds its most New machines.
 
 // CommissioningScript is a script the discovery environment runs on every enlisting machine;
 // its output is recorded in the machine's Inventory.
@@ -48,6 +54,7 @@ const (
 	MaxEnlistMACs       = 64      // interfaces of one machine
 	MaxCommissioning    = 32      // scripts run in one enlistment
 	MaxCommissionOutput = 8 << 10 // bytes of one script's output (its tail is kept)
+	MaxEnlistPending    = 64      // Enlisted.Pending of one machine
 )
 
 // Enlistment is one report of a booting machine.
@@ -128,7 +135,29 @@ type Enlisted struct {
 	Inventory     *Inventory            `json:"Inventory,omitempty"`
 	Commissioning []CommissioningResult `json:"Commissioning,omitempty"`
 	Time          time.Time             `json:"Time"` // of the last report
+	// Pending are the MACs and identities reports claimed for this machine that it does not
+	// hold: a report carries no credential, so it never gives a known machine a MAC (which
+	// its reservation follows) or an identity. An operator accepts one by writing it into
+	// the machine (HardwareAddrs, Fingerprint, BMCAddress), which drops it from here, and
+	// clears the rest with {"Enlisted": {"Pending": null}}. At most MaxEnlistPending.
+	Pending []PendingIdentity `json:"Pending,omitempty"`
 }
+
+// PendingIdentity is a MAC or identity a report claimed for a machine (Enlisted.Pending).
+type PendingIdentity struct {
+	Kind  string    `json:"Kind"`  // Identity…
+	Value string    `json:"Value"` // canonical: a MAC as 52:54:00:…, a serial as its SSNHash
+	By    string    `json:"By"`    // who sent the report: rack:<uuid> for one a rack forwarded
+	Time  time.Time `json:"Time"`  // of the first report that claimed it
+}
+
+// Kinds of machine identity, in PendingIdentity.Kind and the region's audit events.
+const (
+	IdentityMAC        = "mac"         // HardwareAddrs
+	IdentitySystemUUID = "system-uuid" // Fingerprint.SystemUUID
+	IdentitySerial     = "serial"      // Fingerprint.SSNHash
+	IdentityBMC        = "bmc"         // BMCAddress
+)
 
 // EnlistResult says what a report did.
 type EnlistResult struct {

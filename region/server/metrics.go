@@ -25,6 +25,8 @@ type metrics struct {
 	configWaiting prometheus.Gauge
 	// syslogRejected counts syslog messages of rack batches refused one by one, by store.Syslog*.
 	syslogRejected *prometheus.CounterVec
+	// enlistLimited counts enlistment reports refused over EnlistLimits, by limit.
+	enlistLimited *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -52,8 +54,12 @@ func newMetrics() *metrics {
 			Name: "ironflow_syslog_records_rejected_total",
 			Help: "Syslog messages of rack batches the region refused (the rest of each batch is stored), by reason.",
 		}, []string{"reason"}),
+		enlistLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironflow_enlist_limited_total",
+			Help: "Enlistment reports answered 503 over the region's limits, by limit: rack (one caller's rate) or new-machines (the cap of New machines).",
+		}, []string{"limit"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected, m.syslogRejected, m.configWaiting,
+	m.registry.MustRegister(m.requests, m.latency, m.leasesRejected, m.syslogRejected, m.configWaiting, m.enlistLimited,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/ratelimit"
 	"github.com/ironflow/ironflow/region/api"
 	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/store"
@@ -43,6 +44,7 @@ type Config struct {
 	DNSTransferFrom regiondns.TransferFrom
 	// SyslogRetention is how long machines' syslog messages are kept; zero keeps them all.
 	SyslogRetention Retention
+	Enlist          EnlistLimits // zero fields take the defaults
 }
 
 const (
@@ -61,6 +63,8 @@ type Server struct {
 	metrics  *metrics
 	configs  *configCache
 	dns      *regiondns.Server
+	// enlistLimit is each caller's budget of enlistment reports (enlist.go).
+	enlistLimit *ratelimit.Keyed[string]
 
 	idMu sync.Mutex
 	uuid string // region UUID, fixed once the database has one
@@ -103,6 +107,8 @@ func New(st *store.Store, cfg Config) *Server {
 		patterns: map[string]bool{},
 		metrics:  newMetrics(),
 		configs:  newConfigCache(st),
+
+		enlistLimit: newEnlistLimiter(cfg.Enlist),
 	}
 	s.dns = regiondns.NewServer(st, 0, cfg.Logger)
 	s.routes()

@@ -35,9 +35,9 @@ const enlistLock int64 = 0x656e6c697374
 type identity struct{ kind, value string }
 
 const (
-	idSystemUUID = "system-uuid"
-	idSerial     = "serial" // value: Fingerprint.SSNHash
-	idBMC        = "bmc"
+	idSystemUUID = api.IdentitySystemUUID
+	idSerial     = api.IdentitySerial // value: Fingerprint.SSNHash
+	idBMC        = api.IdentityBMC
 )
 
 func (i identity) String() string {
@@ -294,13 +294,21 @@ func checkCommissioning(results []api.CommissioningResult) error {
 	return nil
 }
 
+// EnlistOptions bound what enlistment may create.
+type EnlistOptions struct {
+	// MaxNew is how many New machines the region may hold: a report that would create one
+	// more is refused (ErrFull) until an operator commissions or deletes some. 0: no bound.
+	MaxNew int
+}
+
 // Enlist records a booting machine's report (region/api/enlist.go): it creates a machine in
 // the New state, or updates the one machine the report's identities match. A report whose
 // identities belong to several machines, that contradicts the matched machine's stored
 // identities, that matches a machine a migration holds or that is locked, or that brings an
 // inventory for a machine already Ready, is refused with ErrConflict and an "enlist-refused"
-// audit event; nothing else changes.
-func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment) (api.EnlistResult, error) {
+// audit event; nothing else changes. A report that would create a machine past o.MaxNew is
+// refused with ErrFull and no event: a storm of them must not become a storm of writes.
+func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment, o EnlistOptions) (api.EnlistResult, error) {
 	r, err := parseEnlistment(e)
 	if err != nil {
 		return api.EnlistResult{}, err
@@ -317,6 +325,9 @@ func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment) (api
 		}
 		switch len(owners) {
 		case 0:
+			if err := roomForNew(ctx, tx, o.MaxNew); err != nil {
+				return err
+			}
 			res, err = createEnlisted(ctx, tx, by, r)
 			return err
 		case 1:
@@ -389,6 +400,21 @@ func describeOwners(owners map[string]*owner) string {
 	return strings.Join(parts, "; ")
 }
 
+// roomForNew refuses (ErrFull) when the region holds maxNew New machines already.
+func roomForNew(ctx context.Context, tx pgx.Tx, maxNew int) error {
+	if maxNew <= 0 {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM machines WHERE doc->>'Status' = $1", api.StatusNew).Scan(&n); err != nil {
+		return err
+	}
+	if n >= maxNew {
+		return classed(ErrFull, "the region holds %d New machines, the most enlistment may create; commission or delete some (machines list Status=New)", n)
+	}
+	return nil
+}
+
 // createEnlisted creates the New machine of a report no machine matched.
 func createEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report) (api.EnlistResult, error) {
 	secret, err := newToken()
@@ -411,6 +437,7 @@ func createEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report) (ap
 		Secret:        secret[:16],
 		Pool:          "default",
 		Rack:          rackOf(r),
+		Enlisted:      &api.Enlisted{},
 	}
 	record(m, r)
 	if err := machines.create(ctx, tx, by, m); err != nil {
@@ -422,6 +449,14 @@ func createEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report) (ap
 
 // updateEnlisted records a report on the one machine it matched (holding matched), unless
 // the machine cannot take it: refused is then the reason and nothing was written.
+//
+// Reports carry no credential, so none changes what a known machine is: the MACs and
+// identities it lacks become pending (Enlisted.Pending) for an operator to accept, and never
+// move its reservation (which follows its first MAC) or its address. A report through one of
+// the machine's own MACs records its boot facts and inventory (and the rack, when the machine
+// has none); one that matched by an identity alone (anybody on the machine network may claim
+// a BMC address or a serial) only fills in what the machine has not recorded, never makes it
+// Ready and never ties it to a rack (which a rack transfer would take it along with).
 func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id string, matched []string) (res api.EnlistResult, refused, err error) {
 	row, err := machines.resolve(ctx, tx, id, true)
 	if err != nil {
@@ -435,14 +470,14 @@ func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id 
 	if err != nil {
 		return res, nil, err
 	}
+	ownMAC := slices.ContainsFunc(r.macs, func(mac string) bool { return slices.Contains(m.HardwareAddrs, mac) })
 	switch {
 	case held != "":
 		return res, conflictf("the enlistment of %s matches machine %s (%s), which migration %s holds", r.macs[0], m.Name, m.Uuid, held), nil
 	case m.Locked:
 		return res, conflictf("the enlistment of %s matches machine %s (%s), which is locked", r.macs[0], m.Name, m.Uuid), nil
-	case r.e.Inventory != nil && m.Status == api.StatusReady:
-		// Reports come from the machine network without a credential of their own: what a
-		// commissioned machine is stays as recorded until an operator asks for it again.
+	case ownMAC && r.e.Inventory != nil && m.Status == api.StatusReady:
+		// What a commissioned machine is stays as recorded until an operator asks for it again.
 		return res, conflictf("the enlistment of %s matches machine %s (%s), which is %s already; set its Status to %s to commission it again",
 			r.macs[0], m.Name, m.Uuid, api.StatusReady, api.StatusNew), nil
 	}
@@ -450,49 +485,110 @@ func updateEnlisted(ctx context.Context, tx pgx.Tx, by Principal, r *report, id 
 	for _, s := range machineIdentities(m) {
 		stored[s.kind] = s.value
 	}
+	var claimed []identity // what the report says the machine is and the machine does not hold
 	for _, rep := range r.identities() {
-		if v, ok := stored[rep.kind]; ok && v != rep.value {
+		v, ok := stored[rep.kind]
+		if ok && v != rep.value {
 			return res, conflictf("the enlistment of %s matches machine %s (%s) by %s but reports %s; the machine has %s",
 				r.macs[0], m.Name, m.Uuid, strings.Join(matched, ", "), rep, identity{rep.kind, v}), nil
+		}
+		if !ok {
+			claimed = append(claimed, rep)
 		}
 	}
 	for _, mac := range r.macs {
 		if !slices.Contains(m.HardwareAddrs, mac) {
-			m.HardwareAddrs = append(m.HardwareAddrs, mac)
+			claimed = append(claimed, identity{api.IdentityMAC, mac})
 		}
 	}
-	if m.Fingerprint.SystemUUID == "" {
-		m.Fingerprint.SystemUUID = r.systemUUID
+	if m.Enlisted == nil {
+		m.Enlisted = &api.Enlisted{}
 	}
-	if m.Fingerprint.SSNHash == "" {
-		m.Fingerprint.SSNHash = r.ssnHash
+	pending := addPending(m.Enlisted.Pending, claimed, by.User)
+	if len(pending) > api.MaxEnlistPending {
+		return res, conflictf("the enlistment of %s matches machine %s (%s), which holds %d pending MACs and identities, the most it may; an operator accepts or clears them (Enlisted.Pending)",
+			r.macs[0], m.Name, m.Uuid, len(m.Enlisted.Pending)), nil
 	}
-	if m.BMCAddress == "" {
-		m.BMCAddress = r.bmc
-	}
+	m.Enlisted.Pending = pending
 	if m.Arch == "" {
 		m.Arch = r.arch
-	}
-	if m.Rack == "" { // the rack it first booted through; a rack transfer takes it along
-		m.Rack = rackOf(r)
 	}
 	if m.Status == "" {
 		m.Status = api.StatusNew
 	}
-	record(m, r)
+	if ownMAC {
+		if m.Rack == "" { // the rack it first booted through; a rack transfer takes it along
+			m.Rack = rackOf(r)
+		}
+		record(m, r)
+	} else {
+		fillUnrecorded(m, r)
+	}
 	if _, err := updateMachine(ctx, tx, by, row, m); err != nil {
 		return res, nil, err
 	}
 	return api.EnlistResult{Machine: m.Uuid, Name: m.Name, Status: m.Status},
-		nil, recordEvent(ctx, tx, by, "enlist", api.KindMachines, m.Uuid, map[string]any{"Created": false, "MatchedBy": matched, "MACs": r.macs, "Rack": rackOf(r)})
+		nil, recordEvent(ctx, tx, by, "enlist", api.KindMachines, m.Uuid, map[string]any{"Created": false, "MatchedBy": matched,
+			"MACs": r.macs, "Rack": rackOf(r), "Pending": describeIdentities(claimed)})
+}
+
+// addPending returns pending with the claimed identities it lacks appended.
+func addPending(pending []api.PendingIdentity, claimed []identity, by string) []api.PendingIdentity {
+	now := time.Now().UTC()
+	for _, c := range claimed {
+		if !slices.ContainsFunc(pending, func(p api.PendingIdentity) bool { return p.Kind == c.kind && p.Value == c.value }) {
+			pending = append(pending, api.PendingIdentity{Kind: c.kind, Value: c.value, By: by, Time: now})
+		}
+	}
+	return pending
+}
+
+func describeIdentities(ids []identity) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.kind + " " + id.value
+	}
+	return out
+}
+
+// checkPending refuses pending identities an operator wrote that no report could have: an
+// unknown kind, or more than a machine holds.
+func checkPending(m *api.Machine) error {
+	if m.Enlisted == nil {
+		return nil
+	}
+	if n := len(m.Enlisted.Pending); n > api.MaxEnlistPending {
+		return invalidf("machine %s has %d pending identities (at most %d)", m.Name, n, api.MaxEnlistPending)
+	}
+	for i, p := range m.Enlisted.Pending {
+		if !slices.Contains([]string{api.IdentityMAC, idSystemUUID, idSerial, idBMC}, p.Kind) {
+			return invalidf("machine %s Enlisted.Pending[%d] has kind %q, not one of %s, %s, %s, %s", m.Name, i, p.Kind, api.IdentityMAC, idSystemUUID, idSerial, idBMC)
+		}
+	}
+	return nil
+}
+
+// dropAcceptedPending forgets the pending identities m now holds: an operator wrote them into
+// the machine, accepting them.
+func dropAcceptedPending(m *api.Machine) {
+	if m.Enlisted == nil {
+		return
+	}
+	holds := machineIdentities(m)
+	for _, mac := range m.HardwareAddrs {
+		holds = append(holds, identity{api.IdentityMAC, mac})
+	}
+	m.Enlisted.Pending = slices.DeleteFunc(m.Enlisted.Pending, func(p api.PendingIdentity) bool {
+		return slices.Contains(holds, identity{p.Kind, strings.ToLower(p.Value)})
+	})
+	if len(m.Enlisted.Pending) == 0 {
+		m.Enlisted.Pending = nil
+	}
 }
 
 // record keeps the report on m: the latest boot facts, inventory and commissioning results
 // (each replaces the earlier one); an inventory makes the machine Ready.
 func record(m *api.Machine, r *report) {
-	if m.Enlisted == nil {
-		m.Enlisted = &api.Enlisted{}
-	}
 	if r.e.Boot != nil {
 		m.Enlisted.Boot = r.e.Boot
 	}
@@ -500,6 +596,20 @@ func record(m *api.Machine, r *report) {
 		m.Enlisted.Inventory = r.e.Inventory
 		m.Enlisted.Commissioning = r.e.Commissioning
 		m.Status = api.StatusReady
+	}
+	m.Enlisted.Time = time.Now().UTC()
+}
+
+// fillUnrecorded keeps what a report that matched m by an identity alone may: the boot facts
+// and the inventory m has none of. It leaves the Status, so a report through one of m's own
+// MACs still commissions it.
+func fillUnrecorded(m *api.Machine, r *report) {
+	if m.Enlisted.Boot == nil {
+		m.Enlisted.Boot = r.e.Boot
+	}
+	if m.Enlisted.Inventory == nil && r.e.Inventory != nil {
+		m.Enlisted.Inventory = r.e.Inventory
+		m.Enlisted.Commissioning = r.e.Commissioning
 	}
 	m.Enlisted.Time = time.Now().UTC()
 }

@@ -66,6 +66,10 @@ func validateMachine(m *api.Machine) error {
 		}
 		m.Address = a.String() // one spelling per address, so that addressFree compares text
 	}
+	if err := checkPending(m); err != nil {
+		return err
+	}
+	dropAcceptedPending(m)
 	return optionalUUIDs("machine "+m.Name, map[string]*string{"CurrentJob": &m.CurrentJob, "Rack": &m.Rack, "Pod": &m.Pod})
 }
 

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/store"
 )
 
-// TestRackConfigRevision: writes that change what a rack serves move the revision once per
-// transaction (a change of leases alone leaves the static revision), and writes that change
-// nothing a rack serves (heartbeats, a machine's description) leave it.
-func TestRackConfigRevision(t *testing.T) {
-	s, _ := newStore(t)
+// servedSubnet registers a rack and creates a subnet of cidr on a VLAN it serves.
+func servedSubnet(t *testing.T, s *store.Store, cidr string) (api.Rack, *api.Subnet) {
+	t.Helper()
 	ctx := context.Background()
 	rack, _, err := s.RegisterRack(ctx, api.RackRegistration{Name: "rack-1"}, nil, false)
 	if err != nil {
@@ -23,8 +22,18 @@ func TestRackConfigRevision(t *testing.T) {
 	mustCreate(t, s, api.KindFabrics, fabric)
 	vlan := &api.VLAN{VID: 1, DHCPOn: true, Fabric: fabric.Uuid, PrimaryRack: rack.Uuid}
 	mustCreate(t, s, api.KindVLANs, vlan)
-	subnet := &api.Subnet{Name: "s", CIDR: "10.8.0.0/24", VLAN: vlan.Uuid}
+	subnet := &api.Subnet{Name: "s", CIDR: cidr, VLAN: vlan.Uuid}
 	mustCreate(t, s, api.KindSubnets, subnet)
+	return rack, subnet
+}
+
+// TestRackConfigRevision: writes that change what a rack serves move the revision once per
+// transaction (a change of leases alone leaves the static revision), and writes that change
+// nothing a rack serves (heartbeats, a machine's description) leave it.
+func TestRackConfigRevision(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	rack, subnet := servedSubnet(t, s, "10.8.0.0/24")
 	m := &api.Machine{Name: "m1", HardwareAddrs: []string{"52:54:00:00:00:01"}, Address: "10.8.0.10"}
 	mustCreate(t, s, api.KindMachines, m)
 
