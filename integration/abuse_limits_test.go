@@ -22,9 +22,10 @@ var abuseBodyExceptions = map[string]int{
 	// The migrate ticket in its header is checked before the bundle (up to 256 MiB) is read.
 	"POST /api/v1/machines/import": 401,
 	// A rack bundle may hold 64 MiB (maxRackBundle); above the common limit it is parsed.
-	"POST /api/v1/racks/import/check":              400,
-	"POST /api/v1/racks/import":                    400,
-	"POST /api/v1/racks/{uuid}/operations/release": 400,
+	"POST /api/v1/racks/import/check": 400,
+	"POST /api/v1/racks/import":       400,
+	// Refused before its body is read to every caller but the move.
+	"POST /api/v1/racks/{uuid}/operations/release": 403,
 	// They read no body: what they act on is in the path.
 	"POST /api/v1/racks/{uuid}/unpause":             404,
 	"POST /api/v1/racks/{uuid}/hand-over":           404,

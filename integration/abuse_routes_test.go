@@ -45,17 +45,18 @@ var abuseRoutes = map[string]string{
 	"POST /api/v1/enlist":                                  "U F . . . . F U U U",
 
 	// Rack transfers: operators and admins; readonly reads; racks and machines never.
-	"POST /api/v1/racks/{uuid}/pause":              "U F . . F F F U U U",
-	"POST /api/v1/racks/{uuid}/unpause":            "U F . . F F F U U U",
-	"GET /api/v1/racks/{uuid}/export":              "U . . . F F F U U U",
-	"POST /api/v1/racks/import/check":              "U . . . F F F U U U",
-	"POST /api/v1/racks/import":                    "U F . . F F F U U U",
-	"DELETE /api/v1/racks/{uuid}/import":           "U F . . F F F U U U",
-	"POST /api/v1/racks/{uuid}/hand-over":          "U F . . F F F U U U",
-	"GET /api/v1/racks/{uuid}/operations":          "U . . . F F F U U U",
-	"GET /api/v1/racks/{uuid}/operations/{id}":     "U . . . F F F U U U",
-	"POST /api/v1/racks/{uuid}/operations":         "U F . . F F F U U U",
-	"POST /api/v1/racks/{uuid}/operations/release": "U F . . F F F U U U",
+	"POST /api/v1/racks/{uuid}/pause":          "U F . . F F F U U U",
+	"POST /api/v1/racks/{uuid}/unpause":        "U F . . F F F U U U",
+	"GET /api/v1/racks/{uuid}/export":          "U . . . F F F U U U",
+	"POST /api/v1/racks/import/check":          "U . . . F F F U U U",
+	"POST /api/v1/racks/import":                "U F . . F F F U U U",
+	"DELETE /api/v1/racks/{uuid}/import":       "U F . . F F F U U U",
+	"POST /api/v1/racks/{uuid}/hand-over":      "U F . . F F F U U U",
+	"GET /api/v1/racks/{uuid}/operations":      "U . . . F F F U U U",
+	"GET /api/v1/racks/{uuid}/operations/{id}": "U . . . F F F U U U",
+	"POST /api/v1/racks/{uuid}/operations":     "U F . . F F F U U U",
+	// Only the move releases a queue: an admin token whose call carries X-Ironflow-Move.
+	"POST /api/v1/racks/{uuid}/operations/release": "U F F F F F F U U U",
 	"POST /api/v1/racks/{uuid}/recover":            "U F . . F F F U U U",
 
 	// Machine migrations.
