@@ -48,7 +48,7 @@ func runCLIAs(t *testing.T, s *dev.Stack, token string, args ...string) (string,
 // TestWhoMayStartAMove: a readonly token cannot move a machine through the CLI, `migrations
 // list` needs a token, and a Temporal start without a grant that covers the move, or under
 // another workflow ID, is refused and changes nothing; a granted move records who started it
-// on both regions (issue 10 item 9).
+// on both regions.
 func TestWhoMayStartAMove(t *testing.T) {
 	s := startStack(t, dev.StackOptions{Seed: true, RunWorker: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -21,7 +21,7 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// Issue 10, item 1: the source machine is deleted (in its region's database, behind any API
+// The last copy survives: the source machine is deleted (in its region's database, behind any API
 // guard) while the migration waits for the paused agent. The undo must not delete the copy
 // on the target, now the only one: the machine ends active there, with every job and log.
 func TestSourceDeletedMidMigrationKeepsTheCopy(t *testing.T) {
@@ -68,7 +68,7 @@ func TestSourceDeletedMidMigrationKeepsTheCopy(t *testing.T) {
 	}
 }
 
-// Issue 10, item 2: the source redirected the agent and the agent moved to the target, then
+// The agent follows an undo: the source redirected the agent and the agent moved to the target, then
 // the migration failed (activation refused) and was undone. The agent must come back to the
 // source, where the machine is active again, and run its jobs there.
 func TestRollbackAfterTheAgentMovedBringsItBack(t *testing.T) {

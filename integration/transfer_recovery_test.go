@@ -22,7 +22,7 @@ import (
 // the run. `ironflow racks recover` is refused while the transfer runs; after it ends it
 // deletes the copy and ends the pause, each region auditing it, and a second recover finds
 // nothing. Terminated again, the next transfer of the rack recovers the leftover itself and
-// completes (issue 10).
+// completes.
 func TestTerminatedTransferIsRecovered(t *testing.T) {
 	s := startStack(t, dev.StackOptions{Seed: true, RunWorker: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

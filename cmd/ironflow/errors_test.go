@@ -48,7 +48,7 @@ func noToken(t *testing.T) {
 	os.Unsetenv(envToken)
 }
 
-// TestRegionErrorsSayWhatToDo covers the messages of issue 9 that do not need Temporal: each
+// TestRegionErrorsSayWhatToDo covers the region errors that do not need Temporal: each
 // names the endpoint and what to change.
 func TestRegionErrorsSayWhatToDo(t *testing.T) {
 	noToken(t)

@@ -71,7 +71,7 @@ func checkGrant(in activities.ValidateInput) error {
 }
 
 // TestReadonlyTokenCannotMove: a readonly token gets the source's 403 and no workflow starts
-// (issue 10 item 9); it cannot cancel a migration either, and list needs a token the region
+// and no grant is issued; it cannot cancel a migration either, and list needs a token the region
 // accepts.
 func TestReadonlyTokenCannotMove(t *testing.T) {
 	s := newMigrationSetup(t)

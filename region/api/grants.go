@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Migrate grants: who may start a move (issue 10 item 9). The source region of a move issues
+// Migrate grants: who may start a move. The source region of a move issues
 // a grant to a caller with the operator or admin role; the grant names what may move (one
 // machine, every machine of one rack, or the machines of a bulk selector), the target region,
 // and who asked. Workflows carry the grant in their input and have the source verify it

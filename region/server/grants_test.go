@@ -15,7 +15,7 @@ import (
 
 // TestMigrateGrants: only an operator or admin of the source gets a grant; the grant covers
 // exactly its machine (or rack, or selector) and target, and a forged, expired, revoked or
-// misused one is refused (issue 10 item 9).
+// misused one is refused.
 func TestMigrateGrants(t *testing.T) {
 	t.Parallel()
 	src, _ := seedRegions(t)

@@ -202,7 +202,7 @@ func TestMigrationOverHTTP(t *testing.T) {
 }
 
 // TestDeleteGuardOverHTTP: a quiesced machine cannot be deleted, even by an admin with force,
-// and the 409 names the migration (issue 10 item 1); naming it releases the hold.
+// and the 409 names the migration (a DELETE mid-migration must not lose the machine); naming it releases the hold.
 func TestDeleteGuardOverHTTP(t *testing.T) {
 	t.Parallel()
 	src, _ := seedRegions(t)

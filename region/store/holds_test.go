@@ -28,7 +28,7 @@ func deleteRefused(t *testing.T, r region, key, holder string) {
 
 // TestDeleteGuardHoldsMigratingMachine: from quiesce to activation, the machine on the source
 // and its imported copy on the destination can only be deleted by naming their migration
-// (issue 10 item 1: a DELETE mid-migration lost the machine on both regions).
+// (else a DELETE mid-migration could lose the machine on both regions).
 func TestDeleteGuardHoldsMigratingMachine(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -77,7 +77,7 @@ func TestDeleteGuardHoldsMigratingMachine(t *testing.T) {
 
 // TestTicketDiesAtActivation: a ticket's import may be retried while it is in flight, but once
 // the machine was activated a replay with a different Secret is refused and changes nothing
-// (issue 10 item 8: the replay replaced the machine's agent secret on the destination).
+// (else a replay could replace the machine's agent secret on the destination).
 func TestTicketDiesAtActivation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
