@@ -55,6 +55,12 @@ func (c *Client) MachineLogs(ctx context.Context, key string, filters url.Values
 	return list[api.SyslogMessage](ctx, c, apiPath(api.KindMachines, key, "logs"), filters)
 }
 
+// RegisterRack registers a rack (region/api/rack.go) with the region's rack secret, or with
+// the rack's own token to the region that issued it.
+func (c *Client) RegisterRack(ctx context.Context, reg api.RackRegistration) (api.RackRegistered, error) {
+	return call[api.RackRegistered](ctx, c, Request{Method: http.MethodPost, Path: apiPath("racks", "register"), Body: reg})
+}
+
 // Enlist reports a booting machine (region/api/enlist.go) with an operator's, admin's or
 // rack's token.
 func (c *Client) Enlist(ctx context.Context, e api.Enlistment) (api.EnlistResult, error) {
