@@ -2,6 +2,7 @@ package depsrule
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"go/ast"
@@ -110,7 +111,7 @@ func requestBuilderUses(fset *token.FileSet, imp types.Importer, path string, fi
 		}
 	}
 	slices.SortFunc(uses, func(a, b requestBuilderUse) int {
-		return strings.Compare(a.pos.String(), b.pos.String())
+		return cmp.Or(strings.Compare(a.pos.Filename, b.pos.Filename), cmp.Compare(a.pos.Offset, b.pos.Offset))
 	})
 	return uses, nil
 }
@@ -198,8 +199,7 @@ func call(ctx context.Context, c *web.Client) {
 	for _, u := range uses {
 		got = append(got, u.name)
 	}
-	slices.Sort(got)
-	want := []string{"(*net/http.Client).Do", "net/http.Get", "net/http.NewRequestWithContext"}
+	want := []string{"net/http.NewRequestWithContext", "(*net/http.Client).Do", "net/http.Get"}
 	if !slices.Equal(got, want) {
 		t.Errorf("uses %v, want %v", got, want)
 	}
