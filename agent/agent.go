@@ -14,6 +14,7 @@ import (
 
 	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // Options tune an Agent; zero fields take the defaults noted.
@@ -21,7 +22,7 @@ type Options struct {
 	Version     string       // reported at check-in; default "dev"
 	Hostname    string       // default os.Hostname()
 	Logger      *slog.Logger // default slog.Default()
-	HTTPClient  *http.Client // must not follow redirects itself; default one that does not
+	HTTPClient  *http.Client // its redirect policy is replaced: a 307 reaches the agent
 	Backoff     Backoff      // default 500ms .. 30s
 	LogInterval time.Duration
 	LogChunk    int // bytes of job output that trigger a send before LogInterval; default 64 KiB
@@ -70,11 +71,10 @@ func New(path string, opts Options) (*Agent, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	// A 307 means "the machine migrated": the agent must see it, not have net/http replay the
-	// request at the destination behind its back.
-	noFollow := *hc
-	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Agent{path: path, opts: opts, log: opts.Logger, http: &noFollow, cfg: cfg}, nil
+	// region/client returns a 307 ("the machine migrated") to the agent as a
+	// *client.RedirectError: net/http does not replay the request at the destination behind
+	// its back.
+	return &Agent{path: path, opts: opts, log: opts.Logger, http: hc, cfg: cfg}, nil
 }
 
 // Config returns the config in use.
@@ -98,10 +98,11 @@ func (a *Agent) machine() string {
 	return a.cfg.Machine
 }
 
-func (a *Agent) authorization() string {
+// credential is the machine's agent credential, sent as its bearer token.
+func (a *Agent) credential() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return "Bearer machine:" + a.cfg.Machine + ":" + a.cfg.Secret
+	return "machine:" + a.cfg.Machine + ":" + a.cfg.Secret
 }
 
 func (a *Agent) pollWait() time.Duration {
@@ -122,9 +123,8 @@ func (a *Agent) failover(failed string) {
 }
 
 // follow repoints the agent at the endpoint a migrated machine's 307 names and persists it.
-func (a *Agent) follow(from string, body []byte, hdr http.Header) error {
-	r, err := redirectEndpoint(body, hdr)
-	if err != nil {
+func (a *Agent) follow(from string, r *client.RedirectError) error {
+	if err := redirectEndpoint(r); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -194,11 +194,11 @@ func (a *Agent) session(ctx context.Context) (progressed bool, err error) {
 func (a *Agent) checkin(ctx context.Context) error {
 	var used string
 	req := request{
-		method: http.MethodPost, path: "/checkin", ctype: "application/json", timeout: 30 * time.Second,
+		method: http.MethodPost, path: "/checkin", timeout: 30 * time.Second,
 		// The region records the endpoint the agent reached it by: the one of this attempt.
-		bodyFor: func(endpoint string) []byte {
+		bodyFor: func(endpoint string) any {
 			used = endpoint
-			return mustJSON(api.AgentCheckin{Version: a.opts.Version, Hostname: a.opts.Hostname, Endpoint: endpoint})
+			return api.AgentCheckin{Version: a.opts.Version, Hostname: a.opts.Hostname, Endpoint: endpoint}
 		},
 	}
 	var out api.AgentConfig
@@ -218,10 +218,10 @@ func (a *Agent) checkin(ctx context.Context) error {
 // nextJob long-polls for a job; nil means none came within the wait.
 func (a *Agent) nextJob(ctx context.Context) (*api.AgentJob, error) {
 	wait := a.pollWait()
-	path := "/next-job?wait=" + url.QueryEscape(wait.String())
 	var job api.AgentJob
 	// The region holds the request up to wait; allow for its answer on a slow network.
-	got, err := a.callJSON(ctx, request{method: http.MethodGet, path: path, timeout: wait + 30*time.Second}, &job)
+	got, err := a.callJSON(ctx, request{method: http.MethodGet, path: "/next-job",
+		query: url.Values{"wait": {wait.String()}}, timeout: wait + 30*time.Second}, &job)
 	if err != nil || !got {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // Exit states reported to the region.
@@ -45,7 +46,7 @@ func (a *Agent) runJob(ctx context.Context, job api.AgentJob) {
 
 	_, err := a.callFollowing(rctx, request{
 		method: http.MethodPost, path: "/jobs/" + url.PathEscape(id) + "/exit",
-		body: mustJSON(exit), ctype: "application/json", timeout: 30 * time.Second,
+		body: exit, timeout: 30 * time.Second,
 	})
 	if err != nil {
 		a.log.Error("job exit not reported", "job", id, "error", err)
@@ -164,8 +165,8 @@ func (s *logStream) flush(ctx context.Context) {
 		return
 	}
 	_, err := s.a.callFollowing(ctx, request{
-		method: http.MethodPut, path: s.path, body: chunk,
-		ctype: "text/plain; charset=utf-8", timeout: 30 * time.Second,
+		method: http.MethodPut, path: s.path, timeout: 30 * time.Second,
+		body: client.Raw{ContentType: "text/plain; charset=utf-8", Data: chunk},
 	})
 	if err != nil {
 		s.a.log.Error("job log chunk lost", "path", s.path, "bytes", len(chunk), "error", err)

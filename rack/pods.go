@@ -3,7 +3,6 @@ package rack
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -24,42 +23,32 @@ const podDialTimeout = 30 * time.Second
 
 // Pod implements rackacts.PodRegion.
 func (r regionAPI) Pod(ctx context.Context, key string) (api.Pod, error) {
-	var p api.Pod
-	return p, r.call(ctx, http.MethodGet, api.PathPrefix+"/"+api.KindPods+"/"+url.PathEscape(key), nil, &p)
+	return r.region().Pods().Get(asRack(ctx), key)
 }
 
 // RackPods implements rackacts.PodRegion.
 func (r regionAPI) RackPods(ctx context.Context) ([]api.Pod, error) {
-	var list []api.Pod
-	q := url.Values{"Rack": {r.rack}, "limit": {strconv.Itoa(api.MaxPageSize)}}
-	return list, r.call(ctx, http.MethodGet, api.PathPrefix+"/"+api.KindPods+"?"+q.Encode(), nil, &list)
+	return r.region().Pods().List(asRack(ctx), url.Values{"Rack": {r.rack}, "limit": {strconv.Itoa(api.MaxPageSize)}})
 }
 
 // StorePodFacts implements rackacts.PodRegion.
 func (r regionAPI) StorePodFacts(ctx context.Context, pod string, f api.PodFacts) (api.Pod, error) {
-	var p api.Pod
-	return p, r.call(ctx, http.MethodPut, r.podPath(pod)+"/facts", f, &p)
+	return r.region().StorePodFacts(asRack(ctx), r.rack, pod, f)
 }
 
 // DeclarePodVM implements rackacts.PodRegion.
 func (r regionAPI) DeclarePodVM(ctx context.Context, pod string, m api.Machine) (api.Machine, error) {
-	var out api.Machine
-	return out, r.call(ctx, http.MethodPost, r.podPath(pod)+"/vms", m, &out)
+	return r.region().DeclarePodVM(asRack(ctx), r.rack, pod, m)
 }
 
 // ForgetPodVM implements rackacts.PodRegion.
 func (r regionAPI) ForgetPodVM(ctx context.Context, pod, machine string) error {
-	return r.call(ctx, http.MethodDelete, r.podPath(pod)+"/vms/"+url.PathEscape(machine), nil, nil)
+	return r.region().ForgetPodVM(asRack(ctx), r.rack, pod, machine)
 }
 
 // VerifyGrant implements rackacts.PodRegion.
 func (r regionAPI) VerifyGrant(ctx context.Context, check api.GrantCheck) (api.GrantClaims, error) {
-	var c api.GrantClaims
-	return c, r.call(ctx, http.MethodPost, api.PathPrefix+"/migrate-grants/verify", check, &c)
-}
-
-func (r regionAPI) podPath(pod string) string {
-	return api.PathPrefix + "/racks/" + r.rack + "/pods/" + url.PathEscape(pod)
+	return r.region().VerifyGrant(asRack(ctx), check)
 }
 
 // refreshPods refreshes the facts of every pod the rack hosts every interval, the first time

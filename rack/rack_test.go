@@ -19,6 +19,7 @@ import (
 	"github.com/ironflow/ironflow/dev/pgtest"
 	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 func TestRegisterStoresTheRegistration(t *testing.T) {
@@ -29,9 +30,9 @@ func TestRegisterStoresTheRegistration(t *testing.T) {
 	ctx := context.Background()
 
 	_, err := Register(ctx, RegisterOptions{URLs: []string{r.URL}, Secret: "wrong", Name: "rack-1", StateDir: dir})
-	var refused *RegistrationError
-	if !errors.As(err, &refused) || refused.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("wrong secret: %v, want a 401 RegistrationError", err)
+	var refused *client.APIError
+	if !errors.As(err, &refused) || refused.StatusCode != http.StatusUnauthorized || !refused.Permanent() {
+		t.Fatalf("wrong secret: %v, want a 401 *client.APIError", err)
 	}
 	if _, err := LoadState(dir); !errors.Is(err, ErrNotRegistered) {
 		t.Fatalf("a refused registration left state: %v", err)

@@ -1,20 +1,17 @@
 package rack
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // RegisterOptions says where and how a rack registers.
@@ -25,22 +22,7 @@ type RegisterOptions struct {
 	StateDir   string   // default DefaultStateDir
 	Interfaces []string // reported to the region
 	Version    string
-	HTTPClient *http.Client // default: 30 s timeout
-}
-
-// RegistrationError is a region's refusal of a registration (wrong secret, bad name, ...):
-// trying again with the same input cannot succeed.
-type RegistrationError struct {
-	URL        string
-	StatusCode int
-	Message    string
-}
-
-// Permanent marks the refusal as final for the rack's activities.
-func (e *RegistrationError) Permanent() bool { return true }
-
-func (e *RegistrationError) Error() string {
-	return fmt.Sprintf("region %s refused the registration: %s (HTTP %d)", e.URL, e.Message, e.StatusCode)
+	HTTPClient *http.Client // default: region/client's, 30 s timeout
 }
 
 // Register registers the rack with the first region of o.URLs that accepts it and stores
@@ -126,25 +108,23 @@ func (c credentials) forURL(base string) []string {
 
 // registerAny tries each URL in turn and returns the state of the first registration that
 // succeeds; with none it returns every failure. At each URL the rack's token goes first; the
-// secret follows only when the region does not know the token (401).
+// secret follows only when the region does not know the token (a 401 *client.APIError).
+// A refusal of the registration (wrong secret, bad name, ...) is a *client.APIError that is
+// Permanent: trying again with the same input cannot succeed.
 func registerAny(ctx context.Context, hc *http.Client, urls []string, creds credentials, reg api.RackRegistration) (State, error) {
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	body, err := json.Marshal(reg)
-	if err != nil {
-		return State{}, fmt.Errorf("encode registration: %w", err)
+	var opts []client.Option
+	if hc != nil {
+		opts = append(opts, client.WithHTTPClient(hc))
 	}
 	var errs []error
 	for _, base := range urls {
 		for _, bearer := range creds.forURL(base) {
-			got, err := registerAt(ctx, hc, base, bearer, body)
+			got, err := registerAt(ctx, client.New(base, bearer, opts...), reg)
 			if err == nil {
 				return State{Uuid: got.Rack.Uuid, Name: got.Rack.Name, Token: got.Token, Endpoints: urls, Region: got.Region}, nil
 			}
-			errs = append(errs, err)
-			var refused *RegistrationError
-			if !errors.As(err, &refused) || refused.StatusCode != http.StatusUnauthorized {
+			errs = append(errs, fmt.Errorf("region %s: %w", base, err))
+			if refused, ok := errors.AsType[*client.APIError](err); !ok || refused.StatusCode != http.StatusUnauthorized {
 				break
 			}
 		}
@@ -155,38 +135,13 @@ func registerAny(ctx context.Context, hc *http.Client, urls []string, creds cred
 	return State{}, fmt.Errorf("register rack %s: %w", reg.Name, errors.Join(errs...))
 }
 
-func registerAt(ctx context.Context, hc *http.Client, base, bearer string, body []byte) (api.RackRegistered, error) {
-	var out api.RackRegistered
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.PathPrefix+"/racks/register", bytes.NewReader(body))
+func registerAt(ctx context.Context, region *client.Client, reg api.RackRegistration) (api.RackRegistered, error) {
+	out, err := region.RegisterRack(ctx, reg)
 	if err != nil {
 		return out, err
-	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return out, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return out, fmt.Errorf("%s: %w", base, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e api.Error
-		if json.Unmarshal(data, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(data[:min(len(data), 512)]))
-		}
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
-			return out, &RegistrationError{URL: base, StatusCode: resp.StatusCode, Message: e.Error}
-		}
-		return out, fmt.Errorf("%s: %s: %s", base, resp.Status, e.Error)
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return out, fmt.Errorf("%s: decode registration: %w", base, err)
 	}
 	if out.Rack.Uuid == "" || out.Token == "" {
-		return out, fmt.Errorf("%s: registration answer has no rack UUID or token", base)
+		return out, errors.New("registration answer has no rack UUID or token")
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // The pod activities (ARCHITECTURE.md "Pods"): the rack drives the KVM pods it hosts, on its own
@@ -417,8 +418,8 @@ func regionError(err error, format string, args ...any) error {
 
 // statusIn reports whether err is a region answer with one of the codes.
 func statusIn(err error, codes ...int) bool {
-	var sc interface{ StatusCode() int }
-	return errors.As(err, &sc) && slices.Contains(codes, sc.StatusCode())
+	apiErr, ok := errors.AsType[*client.APIError](err)
+	return ok && slices.Contains(codes, apiErr.StatusCode)
 }
 
 // workflowID is the ID of the workflow running the activity, for the region's audit; "" outside one.

@@ -6,16 +6,15 @@
 package enlist
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/ironflow/ironflow/agent/inventory"
 	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // DefaultScriptTimeout is how long a commissioning script without a TimeoutSeconds may run.
@@ -39,9 +39,9 @@ type Options struct {
 	Backoff    backoff.Backoff // between attempts while no region answers; default 1s .. 30s
 }
 
-// Run enlists the running system and returns what the region did. A refusal (a 4xx answer,
-// such as identities two machines claim) ends it at once; unreachable endpoints are retried
-// until ctx ends.
+// Run enlists the running system and returns what the region did. A refusal (a permanent
+// *client.APIError, such as identities two machines claim) ends it at once; unreachable
+// endpoints, 5xx, 408 and 429 answers are retried until ctx ends.
 func Run(ctx context.Context, o Options) (api.EnlistResult, error) {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
@@ -58,9 +58,12 @@ func Run(ctx context.Context, o Options) (api.EnlistResult, error) {
 		return api.EnlistResult{}, err
 	}
 	o.Logger.Info("inventory gathered", "interfaces", len(inv.Interfaces), "disks", len(inv.Disks), "memory_mib", inv.MemoryMiB, "bmc", inv.BMCAddress)
+	region := client.New(o.URL, o.Token, client.WithHTTPClient(o.HTTPClient))
 	var scripts []api.CommissioningScript
 	if err := retry(ctx, o, func() error {
-		return call(ctx, o, http.MethodGet, "/"+api.KindCommissioningScripts+"?limit="+fmt.Sprint(api.MaxCommissioning), nil, &scripts)
+		var err error
+		scripts, err = region.CommissioningScripts().List(ctx, url.Values{"limit": {strconv.Itoa(api.MaxCommissioning)}})
+		return err
 	}); err != nil {
 		return api.EnlistResult{}, fmt.Errorf("commissioning scripts: %w", err)
 	}
@@ -71,24 +74,20 @@ func Run(ctx context.Context, o Options) (api.EnlistResult, error) {
 		report.Commissioning = append(report.Commissioning, res)
 	}
 	var res api.EnlistResult
-	err = retry(ctx, o, func() error { return call(ctx, o, http.MethodPost, "/enlist", report, &res) })
+	err = retry(ctx, o, func() error {
+		var err error
+		res, err = region.Enlist(ctx, report)
+		return err
+	})
 	return res, err
 }
 
-// refusal is an answer of the region (or rack) that retrying cannot change.
-type refusal struct {
-	code int
-	msg  string
-}
-
-func (r *refusal) Error() string { return fmt.Sprintf("%s (HTTP %d)", r.msg, r.code) }
-
-// retry runs fn until it succeeds, is refused, or ctx ends.
+// retry runs fn until it succeeds, is refused (client.APIError.Permanent), or ctx ends.
 func retry(ctx context.Context, o Options, fn func() error) error {
 	wait := o.Backoff
 	for {
 		err := fn()
-		if _, refused := errors.AsType[*refusal](err); err == nil || refused {
+		if refusal, ok := errors.AsType[*client.APIError](err); err == nil || ok && refusal.Permanent() {
 			return err
 		}
 		o.Logger.Warn("enlistment endpoint unavailable; retrying", "url", o.URL, "error", err)
@@ -96,49 +95,6 @@ func retry(ctx context.Context, o Options, fn func() error) error {
 			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
 		}
 	}
-}
-
-// call sends in as JSON to the API path and decodes a 2xx answer into out; 4xx answers are
-// refusals, everything else is worth retrying.
-func call(ctx context.Context, o Options, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode: %w", err)
-		}
-		body = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, o.URL+api.PathPrefix+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if o.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+o.Token)
-	}
-	resp, err := o.HTTPClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var e api.Error
-		if json.Unmarshal(data, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(data[:min(len(data), 512)]))
-		}
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
-			return &refusal{code: resp.StatusCode, msg: e.Error}
-		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
-	}
-	return json.Unmarshal(data, out)
 }
 
 // runScript runs one commissioning script with /bin/sh -c and keeps the tail of its output.

@@ -1,20 +1,15 @@
 package dns
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
-	"net/url"
-	"strconv"
 	"time"
 
 	mdns "github.com/miekg/dns"
 
-	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // RegionExchanger asks the region. The answer must be of the region's data at serial
@@ -24,22 +19,14 @@ type RegionExchanger interface {
 	Exchange(ctx context.Context, q *mdns.Msg, minSerial uint32) (*mdns.Msg, error)
 }
 
-// Doer sends a request to the region with failover (*regionlink.Link).
-type Doer interface {
-	Do(req *http.Request) (*http.Response, error)
-}
-
 // RegionConns is how many idle connections to a region endpoint the rack's transport should
 // keep: DNS forwards its clients' queries concurrently, and Go's default of 2 would open and
 // close a connection for most of them.
 const RegionConns = 64
 
-// maxRegionAnswer bounds an answer read from the region (a zone transfer included).
-const maxRegionAnswer = 1 << 20
-
 // Region asks the region's DNS-over-HTTP endpoint (api.DNSQueryPath) through the rack's
 // region link, so DNS fails over between region endpoints like every other region call.
-type Region struct{ Link Doer }
+type Region struct{ Link client.Doer }
 
 // Exchange implements RegionExchanger.
 func (r Region) Exchange(ctx context.Context, q *mdns.Msg, minSerial uint32) (*mdns.Msg, error) {
@@ -47,27 +34,9 @@ func (r Region) Exchange(ctx context.Context, q *mdns.Msg, minSerial uint32) (*m
 	if err != nil {
 		return nil, fmt.Errorf("pack query: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body))
+	data, err := client.New("", "", client.WithDoer(r.Link)).DNSQuery(ctx, body, minSerial)
 	if err != nil {
-		return nil, err
-	}
-	req.URL = &url.URL{Path: api.DNSQueryPath}
-	req.Header.Set("Content-Type", api.DNSMessageType)
-	req.Header.Set("Accept", api.DNSMessageType)
-	req.Header.Set(api.DNSSerialHeader, strconv.FormatUint(uint64(minSerial), 10))
-	resp, err := r.Link.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRegionAnswer+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("read region DNS answer: %w", err)
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("region DNS answer: %s: %s", resp.Status, bytes.TrimSpace(data[:min(len(data), 256)]))
-	case len(data) > maxRegionAnswer:
-		return nil, fmt.Errorf("region DNS answer larger than %d bytes", maxRegionAnswer)
+		return nil, fmt.Errorf("region DNS answer: %w", err)
 	}
 	m := new(mdns.Msg)
 	if err := m.Unpack(data); err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -16,11 +15,11 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/internal/atomicfile"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 const (
-	configFile     = "config.json"
-	maxConfigBytes = 16 << 20
+	configFile = "config.json"
 	// minConfigSpacing is the least time between config polls after a change.
 	minConfigSpacing = time.Second
 	// longPollSlack is how long past its wait a long poll may take before the rack gives up on
@@ -88,37 +87,21 @@ func (l *Link) syncConfig(ctx context.Context, wait time.Duration) (changed bool
 	l.cfgMu.Unlock()
 	epoch := l.epoch.Load()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
-	if err != nil {
-		return false, err
-	}
-	req.URL = &url.URL{Path: l.cfg.ConfigPath}
+	req := client.Request{Method: http.MethodGet, Path: l.cfg.ConfigPath}
 	if wait > 0 {
-		req.URL.RawQuery = url.Values{"wait": {wait.String()}}.Encode()
+		req.Query = url.Values{"wait": {wait.String()}}
 	}
-	req.Header.Set("Accept", "application/json")
 	if known != "" {
-		req.Header.Set("If-None-Match", known)
+		req.Header = http.Header{"If-None-Match": {known}}
 	}
-	if l.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+l.cfg.Token)
-	}
-	resp, err := l.Do(req)
+	answer, err := client.New("", l.cfg.Token, client.WithDoer(l)).Do(ctx, req)
 	if err != nil {
 		return false, fmt.Errorf("fetch rack config: %w", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxConfigBytes+1))
-	if err != nil {
-		return false, fmt.Errorf("fetch rack config: %w", err)
-	}
+	body := answer.Body
 	switch {
-	case resp.StatusCode == http.StatusNotModified:
+	case answer.StatusCode == http.StatusNotModified:
 		return false, nil
-	case resp.StatusCode != http.StatusOK:
-		return false, fmt.Errorf("fetch rack config: %s: %s", resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
-	case len(body) > maxConfigBytes:
-		return false, fmt.Errorf("fetch rack config: larger than %d bytes", maxConfigBytes)
 	case !json.Valid(body):
 		return false, errors.New("fetch rack config: payload is not valid JSON")
 	}
@@ -128,7 +111,7 @@ func (l *Link) syncConfig(ctx context.Context, wait time.Duration) (changed bool
 	if l.epoch.Load() != epoch {
 		return false, errors.New("fetch rack config: the region endpoints were swapped meanwhile; answer dropped")
 	}
-	next := cachedConfig{ETag: resp.Header.Get("ETag"), Config: body, hash: configHash(body)}
+	next := cachedConfig{ETag: answer.Header.Get("ETag"), Config: body, hash: configHash(body)}
 	if l.config.Config != nil && next.hash == l.config.hash {
 		if next.ETag != l.config.ETag {
 			l.config.ETag = next.ETag

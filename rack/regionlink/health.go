@@ -2,16 +2,14 @@ package regionlink
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // Serve runs health checks and endpoint discovery every Interval, and follows the config with
@@ -61,58 +59,21 @@ func (l *Link) checkAll(ctx context.Context) {
 }
 
 func (l *Link) check(ctx context.Context, base *url.URL) error {
-	resp, err := l.get(ctx, base, "/healthz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthz: %s", resp.Status)
-	}
-	return nil
+	return l.endpointClient(base).Health(ctx)
 }
 
-// get sends a bounded GET for path to one endpoint.
-func (l *Link) get(ctx context.Context, base *url.URL, path string) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.CheckTimeout)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, resolve(base, &url.URL{Path: path}).String(), nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp, err := l.transport.RoundTrip(req)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
-}
-
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c *cancelOnClose) Close() error {
-	defer c.cancel()
-	return c.ReadCloser.Close()
+// endpointClient calls the one endpoint base, each call bounded by CheckTimeout.
+func (l *Link) endpointClient(base *url.URL) *client.Client {
+	return client.New(base.String(), "", client.WithHTTPClient(&http.Client{Transport: l.transport}),
+		client.WithTimeout(l.cfg.CheckTimeout))
 }
 
 // learn reads /api/v1/info from the current endpoint and persists the cluster's endpoints when
 // they changed.
 func (l *Link) learn(ctx context.Context) error {
 	base := l.Current()
-	resp, err := l.get(ctx, base, api.PathPrefix+"/info")
+	info, err := l.endpointClient(base).Info(ctx)
 	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("info from %s: %s", base, resp.Status)
-	}
-	var info api.Info
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
 		return fmt.Errorf("info from %s: %w", base, err)
 	}
 	learned, err := normalizeEndpoints(slices.DeleteFunc(append([]string{info.URL}, info.Endpoints...),

@@ -4,13 +4,14 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/ironflow/ironflow/region/api"
 )
 
 // JobLog returns the whole log of the job at key.
 func (c *Client) JobLog(ctx context.Context, key string) (string, error) {
-	return callKey[string](ctx, c, http.MethodGet, nil, api.KindJobs, key, "log")
+	return callAt[string](ctx, c, Request{Method: http.MethodGet, Limit: MaxJobLog}, api.KindJobs, key, "log")
 }
 
 // AppendJobLog appends text to the log of the job at key.
@@ -19,8 +20,8 @@ func (c *Client) AppendJobLog(ctx context.Context, key, text string) error {
 	if err != nil {
 		return err
 	}
-	body := rawBody{contentType: "text/plain; charset=utf-8", data: []byte(text)}
-	return c.do(ctx, request{method: http.MethodPut, path: path, in: body})
+	body := Raw{ContentType: "text/plain; charset=utf-8", Data: []byte(text)}
+	return c.send(ctx, Request{Method: http.MethodPut, Path: path, Body: body})
 }
 
 // MintToken mints a token for user; the answer is the only time the token is shown.
@@ -35,17 +36,17 @@ func (c *Client) Events(ctx context.Context, filters url.Values) ([]api.Event, e
 
 // Info describes the region and the endpoints of its cluster (no token needed).
 func (c *Client) Info(ctx context.Context) (api.Info, error) {
-	return call[api.Info](ctx, c, request{method: http.MethodGet, path: apiPath("info")})
+	return call[api.Info](ctx, c, Request{Method: http.MethodGet, Path: apiPath("info")})
 }
 
 // Health returns nil when the region answers /healthz with a 2xx status.
 func (c *Client) Health(ctx context.Context) error {
-	return c.do(ctx, request{method: http.MethodGet, path: "/healthz"})
+	return c.send(ctx, Request{Method: http.MethodGet, Path: "/healthz"})
 }
 
 // RackSecret returns the secret racks register with (admin only).
 func (c *Client) RackSecret(ctx context.Context) (api.RackSecret, error) {
-	return call[api.RackSecret](ctx, c, request{method: http.MethodGet, path: apiPath("racks", "secret")})
+	return call[api.RackSecret](ctx, c, Request{Method: http.MethodGet, Path: apiPath("racks", "secret")})
 }
 
 // MachineLogs returns a machine's syslog, oldest first, filtered by Since (RFC 3339) and
@@ -54,8 +55,28 @@ func (c *Client) MachineLogs(ctx context.Context, key string, filters url.Values
 	return list[api.SyslogMessage](ctx, c, apiPath(api.KindMachines, key, "logs"), filters)
 }
 
+// RegisterRack registers a rack (region/api/rack.go) with the region's rack secret, or with
+// the rack's own token to the region that issued it.
+func (c *Client) RegisterRack(ctx context.Context, reg api.RackRegistration) (api.RackRegistered, error) {
+	return call[api.RackRegistered](ctx, c, Request{Method: http.MethodPost, Path: apiPath("racks", "register"), Body: reg})
+}
+
 // Enlist reports a booting machine (region/api/enlist.go) with an operator's, admin's or
 // rack's token.
 func (c *Client) Enlist(ctx context.Context, e api.Enlistment) (api.EnlistResult, error) {
-	return call[api.EnlistResult](ctx, c, request{method: http.MethodPost, path: apiPath("enlist"), in: e})
+	return call[api.EnlistResult](ctx, c, Request{Method: http.MethodPost, Path: apiPath("enlist"), Body: e})
+}
+
+// DNSQuery asks the region's DNS over HTTP (api.DNSQueryPath) the packed DNS message query and
+// returns the packed answer, of the region's data at serial minSerial or newer.
+func (c *Client) DNSQuery(ctx context.Context, query []byte, minSerial uint32) ([]byte, error) {
+	a, err := c.Do(ctx, Request{
+		Method: http.MethodPost, Path: api.DNSQueryPath, Limit: MaxDNSAnswer,
+		Header: http.Header{
+			"Accept":            {api.DNSMessageType},
+			api.DNSSerialHeader: {strconv.FormatUint(uint64(minSerial), 10)},
+		},
+		Body: Raw{ContentType: api.DNSMessageType, Data: query},
+	})
+	return a.Body, err
 }

@@ -21,7 +21,6 @@ import (
 const (
 	DefaultTimeout     = 30 * time.Second
 	defaultDialTimeout = 5 * time.Second
-	maxErrorBody       = 64 << 10
 )
 
 // Client talks to one region endpoint. It is safe for concurrent use.
@@ -29,7 +28,14 @@ type Client struct {
 	endpoint string // base URL without a trailing slash
 	token    string
 	http     *http.Client
+	via      Doer // sends the requests instead of http when set (WithDoer)
 	move     bool // send api.HeaderMove
+}
+
+// Doer sends one request and returns the answer without following redirects, like the
+// rack's region link (*regionlink.Link), which fails over between region endpoints.
+type Doer interface {
+	Do(req *http.Request) (*http.Response, error)
 }
 
 // Option configures a Client.
@@ -42,6 +48,12 @@ func WithHTTPClient(h *http.Client) Option {
 		copied := *h
 		c.http = &copied
 	}
+}
+
+// WithDoer sends every request through d, which supplies the region endpoint: with it the
+// client's endpoint is "" and its requests carry only a path and a query.
+func WithDoer(d Doer) Option {
+	return func(c *Client) { c.via = d }
 }
 
 // AsMove marks every write of the client as part of a move (api.HeaderMove): the workers'
@@ -101,63 +113,104 @@ func keyPath(kind, key string, rest ...string) (string, error) {
 	return apiPath(append([]string{kind, key}, rest...)...), nil
 }
 
+// Answer limits: the most bytes of an answer a call reads, by what the answer carries. A
+// larger answer is an error, so a confused or hostile server cannot make a caller hold more.
+const (
+	// MaxErrorAnswer bounds an error document, and the text of an answer that is not one.
+	MaxErrorAnswer = 64 << 10
+	// MaxJSONAnswer bounds a JSON answer: an object, a page of up to api.MaxPageSize
+	// objects, a result, a rack's config, an agent's job.
+	MaxJSONAnswer = 64 << 20
+	// MaxBundle bounds a migration bundle (a machine with its jobs and their logs, which a
+	// region imports up to 256 MiB) and a rack bundle.
+	MaxBundle = 256 << 20
+	// MaxJobLog bounds a job's whole log: it migrates inside its machine's bundle.
+	MaxJobLog = MaxBundle
+	// MaxDNSAnswer bounds an answer of the region's DNS over HTTP, a zone transfer included.
+	MaxDNSAnswer = 1 << 20
+)
+
+// Request is one call of the region API, the low-level form of every typed call of Client.
+type Request struct {
+	Method string
+	Path   string // escaped, from the endpoint's root: api.PathPrefix+"/…" or "/healthz"
+	Query  url.Values
+	Header http.Header // sent besides Accept, Authorization and api.HeaderMove, replacing them
+	// Body is sent JSON-encoded, unless it is a Raw; nil sends none.
+	Body any
+	// Limit is the most bytes of the answer read, one of the Max… constants; 0 is MaxJSONAnswer.
+	Limit int64
+}
+
+// Raw is a request body sent as is.
+type Raw struct {
+	ContentType string
+	Data        []byte
+}
+
+// Answer is a 2xx answer, or a 304 to a conditional request, read whole.
+type Answer struct {
+	StatusCode int
+	Header     http.Header
+	Body       []byte
+}
+
 // call performs r and decodes the answer into a T (*string answers are read as text).
-func call[T any](ctx context.Context, c *Client, r request) (T, error) {
+func call[T any](ctx context.Context, c *Client, r Request) (T, error) {
 	var out T
-	r.out = &out
-	err := c.do(ctx, r)
-	return out, err
+	a, err := c.Do(ctx, r)
+	if err != nil {
+		return out, err
+	}
+	return out, decodeAnswer(r, a, &out)
 }
 
 // callKey is call on /api/v1/{kind}/{key}[/rest...].
 func callKey[T any](ctx context.Context, c *Client, method string, in any, kind, key string, rest ...string) (T, error) {
+	return callAt[T](ctx, c, Request{Method: method, Body: in}, kind, key, rest...)
+}
+
+// callAt is call of r on /api/v1/{kind}/{key}[/rest...].
+func callAt[T any](ctx context.Context, c *Client, r Request, kind, key string, rest ...string) (T, error) {
 	path, err := keyPath(kind, key, rest...)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	return call[T](ctx, c, request{method: method, path: path, in: in})
+	r.Path = path
+	return call[T](ctx, c, r)
 }
 
-// request describes one API call. in is JSON-encoded unless it is a rawBody.
-type request struct {
-	method string
-	path   string // already escaped
-	query  url.Values
-	header http.Header // sent besides the defaults
-	in     any
-	out    any // *string receives the body as text, other pointers are JSON-decoded
-	// answered receives the answer's header when set.
-	answered *http.Header
+// send is Do for calls whose answer carries nothing to read.
+func (c *Client) send(ctx context.Context, r Request) error {
+	_, err := c.Do(ctx, r)
+	return err
 }
 
-// rawBody is sent as is with its content type.
-type rawBody struct {
-	contentType string
-	data        []byte
-}
-
-func (c *Client) do(ctx context.Context, r request) error {
-	target := c.endpoint + r.path
-	if len(r.query) > 0 {
-		target += "?" + r.query.Encode()
+// Do sends r to the region and reads its answer. A 307 is a *RedirectError (a migrated
+// machine's stub), any other answer but 2xx and 304 an *APIError, a 202 to a write a
+// *QueuedError, and an answer longer than r.Limit an error.
+func (c *Client) Do(ctx context.Context, r Request) (Answer, error) {
+	target := c.endpoint + r.Path
+	if len(r.Query) > 0 {
+		target += "?" + r.Query.Encode()
 	}
 	var body io.Reader
 	contentType := ""
-	switch in := r.in.(type) {
+	switch in := r.Body.(type) {
 	case nil:
-	case rawBody:
-		body, contentType = bytes.NewReader(in.data), in.contentType
+	case Raw:
+		body, contentType = bytes.NewReader(in.Data), in.ContentType
 	default:
 		data, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("%s %s: encode request: %w", r.method, r.path, err)
+			return Answer{}, fmt.Errorf("%s %s: encode request: %w", r.Method, r.Path, err)
 		}
 		body, contentType = bytes.NewReader(data), "application/json"
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, target, body)
+	req, err := http.NewRequestWithContext(ctx, r.Method, target, body)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", r.method, r.path, err)
+		return Answer{}, fmt.Errorf("%s %s: %w", r.Method, r.Path, err)
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -169,50 +222,67 @@ func (c *Client) do(ctx context.Context, r request) error {
 	if c.move {
 		req.Header.Set(api.HeaderMove, "1")
 	}
-	for name, values := range r.header {
-		req.Header[name] = values
+	for name, values := range r.Header {
+		req.Header[http.CanonicalHeaderKey(name)] = values
 	}
-	resp, err := c.http.Do(req)
+	send := c.http.Do
+	if c.via != nil {
+		send = c.via.Do
+	}
+	resp, err := send(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", r.method, target, err)
+		return Answer{}, fmt.Errorf("%s %s: %w", r.Method, target, err)
 	}
 	defer resp.Body.Close()
-	if r.answered != nil {
-		*r.answered = resp.Header
+	switch {
+	case resp.StatusCode == http.StatusNotModified:
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return Answer{}, decodeFailure(resp)
+	case resp.StatusCode == http.StatusAccepted && r.Method != http.MethodGet:
+		return Answer{}, decodeQueued(resp)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeFailure(resp)
+	limit := r.Limit
+	if limit <= 0 {
+		limit = MaxJSONAnswer
 	}
-	if resp.StatusCode == http.StatusAccepted && r.method != http.MethodGet {
-		return decodeQueued(resp)
+	data, err := readUpTo(resp.Body, limit)
+	if err != nil {
+		return Answer{}, fmt.Errorf("%s %s: read answer: %w", r.Method, r.Path, err)
 	}
-	if err := decodeBody(resp.Body, r.out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", r.method, r.path, err)
+	return Answer{StatusCode: resp.StatusCode, Header: resp.Header, Body: data}, nil
+}
+
+// readUpTo reads body whole, refusing one longer than limit bytes.
+func readUpTo(body io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("answer longer than %d bytes", limit)
+	}
+	return data, nil
+}
+
+// decodeAnswer decodes the answer to r into out: text for a *string, JSON otherwise.
+func decodeAnswer(r Request, a Answer, out any) error {
+	if text, ok := out.(*string); ok {
+		*text = string(a.Body)
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(a.Body))
+	// Numbers inside Params keep their exact text, so a migrated param is not rounded
+	// through float64.
+	dec.UseNumber()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", r.Method, r.Path, err)
 	}
 	return nil
 }
 
-func decodeBody(body io.Reader, out any) error {
-	switch out := out.(type) {
-	case nil:
-		_, err := io.Copy(io.Discard, body)
-		return err
-	case *string:
-		data, err := io.ReadAll(body)
-		*out = string(data)
-		return err
-	default:
-		dec := json.NewDecoder(body)
-		// Numbers inside Params keep their exact text, so a migrated param is not rounded
-		// through float64.
-		dec.UseNumber()
-		return dec.Decode(out)
-	}
-}
-
 // decodeFailure turns a non-2xx answer into *RedirectError or *APIError.
 func decodeFailure(resp *http.Response) error {
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxErrorAnswer))
 	if err != nil {
 		return fmt.Errorf("read HTTP %d answer: %w", resp.StatusCode, err)
 	}
@@ -220,7 +290,7 @@ func decodeFailure(resp *http.Response) error {
 		var r api.Redirect
 		_ = json.Unmarshal(data, &r) // a missing body still leaves the Location header
 		if r.Endpoint == "" {
-			r.Endpoint = resp.Header.Get("Location")
+			r.Endpoint = origin(resp.Header.Get("Location"))
 		}
 		return &RedirectError{Endpoint: r.Endpoint, Machine: r.Machine}
 	}
@@ -235,10 +305,19 @@ func decodeFailure(resp *http.Response) error {
 	return &APIError{StatusCode: resp.StatusCode, Message: msg, Foreign: true}
 }
 
+// origin is the scheme and host of an absolute URL, the endpoint it names; "" for anything else.
+func origin(location string) string {
+	u, err := url.Parse(location)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
 // decodeQueued turns the 202 answer to a write held for a paused rack into *QueuedError.
 func decodeQueued(resp *http.Response) error {
 	var q api.QueuedWrite
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&q); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxErrorAnswer)).Decode(&q); err != nil {
 		return fmt.Errorf("read HTTP 202 answer: %w", err)
 	}
 	return &QueuedError{Queued: q, Location: resp.Header.Get("Location")}
@@ -270,6 +349,13 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.StatusCode) }
+
+// Permanent reports a refusal that sending the same request again cannot change: a 4xx
+// answer but 408 and 429, which ask the caller to come back later.
+func (e *APIError) Permanent() bool {
+	return e.StatusCode >= 400 && e.StatusCode < 500 &&
+		e.StatusCode != http.StatusRequestTimeout && e.StatusCode != http.StatusTooManyRequests
+}
 
 // RedirectError is a 307 answer: the machine now lives at Endpoint (see api.Redirect).
 type RedirectError struct {

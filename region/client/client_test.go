@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -145,6 +146,22 @@ func TestCallsUseTheRoutesOfTheContract(t *testing.T) {
 			"POST", "/api/v1/machines/u1/restore-migration", "", "", `{}`, ""},
 		{"activate", func(c *Client) error { _, err := c.Activate(ctx, "u1"); return err },
 			"POST", "/api/v1/machines/u1/activate", "", "", `{}`, ""},
+		{"register rack", func(c *Client) error { _, err := c.RegisterRack(ctx, api.RackRegistration{Name: "r1"}); return err },
+			"POST", "/api/v1/racks/register", "", mustJSON(t, api.RackRegistration{Name: "r1"}), `{}`, "application/json"},
+		{"rack heartbeat", func(c *Client) error { _, err := c.RackHeartbeat(ctx, "r1", api.RackHeartbeat{}); return err },
+			"POST", "/api/v1/racks/r1/heartbeat", "", mustJSON(t, api.RackHeartbeat{}), `{}`, "application/json"},
+		{"sync leases", func(c *Client) error { _, err := c.SyncLeases(ctx, "r1", []api.Lease{}); return err },
+			"POST", "/api/v1/racks/r1/leases", "", `[]`, `{}`, "application/json"},
+		{"post syslog", func(c *Client) error { _, err := c.PostSyslog(ctx, "r1", []api.SyslogMessage{}); return err },
+			"POST", "/api/v1/racks/r1/syslog", "", `[]`, `{}`, "application/json"},
+		{"pod facts", func(c *Client) error { _, err := c.StorePodFacts(ctx, "r1", "kvm 1", api.PodFacts{}); return err },
+			"PUT", "/api/v1/racks/r1/pods/kvm%201/facts", "", mustJSON(t, api.PodFacts{}), `{}`, "application/json"},
+		{"declare pod vm", func(c *Client) error { _, err := c.DeclarePodVM(ctx, "r1", "kvm", machine); return err },
+			"POST", "/api/v1/racks/r1/pods/kvm/vms", "", mustJSON(t, machine), `{}`, "application/json"},
+		{"forget pod vm", func(c *Client) error { return c.ForgetPodVM(ctx, "r1", "kvm", "u1") },
+			"DELETE", "/api/v1/racks/r1/pods/kvm/vms/u1", "", "", ``, ""},
+		{"dns query", func(c *Client) error { _, err := c.DNSQuery(ctx, []byte("query"), 7); return err },
+			"POST", api.DNSQueryPath, "", "query", "answer", api.DNSMessageType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,7 +269,7 @@ func TestRedirectIsReturnedNotFollowed(t *testing.T) {
 		want RedirectError
 	}{
 		{"body", `{"Endpoint":"https://drp2:8092","Machine":"01d8828f"}`, RedirectError{Endpoint: "https://drp2:8092", Machine: "01d8828f"}},
-		{"location only", ``, RedirectError{Endpoint: dest.URL + "/api/v1/machines/01d8828f"}},
+		{"location only", ``, RedirectError{Endpoint: dest.URL}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -401,5 +418,54 @@ func TestWithHTTPClientKeepsRedirectsVisible(t *testing.T) {
 	}
 	if n := transport.n.Load(); n != 1 {
 		t.Errorf("custom transport carried %d requests, want 1", n)
+	}
+}
+
+func TestAnswersAreBoundedByTheirLimit(t *testing.T) {
+	c, _ := newTestClient(t, http.StatusOK, `"`+strings.Repeat("x", 100)+`"`)
+	ctx := context.Background()
+	if _, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/big", Limit: 64}); err == nil || !strings.Contains(err.Error(), "longer than 64 bytes") {
+		t.Errorf("answer over the limit: %v, want an error naming the limit", err)
+	}
+	a, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/big", Limit: 102})
+	if err != nil || len(a.Body) != 102 {
+		t.Errorf("answer at the limit: %d bytes, %v", len(a.Body), err)
+	}
+}
+
+func TestNotModifiedIsAnAnswer(t *testing.T) {
+	c, rec := newTestClient(t, http.StatusNotModified, "")
+	rec.header = http.Header{"Etag": {`"7"`}}
+	a, err := c.Do(context.Background(), Request{Method: http.MethodGet, Path: "/config", Header: http.Header{"If-None-Match": {`"7"`}}})
+	if err != nil || a.StatusCode != http.StatusNotModified || a.Header.Get("ETag") != `"7"` {
+		t.Errorf("304: %+v, %v", a, err)
+	}
+}
+
+func TestPermanentIsARefusal(t *testing.T) {
+	for status, want := range map[int]bool{400: true, 401: true, 404: true, 409: true, 422: true, 408: false, 429: false, 500: false, 503: false} {
+		if got := (&APIError{StatusCode: status}).Permanent(); got != want {
+			t.Errorf("HTTP %d: Permanent() = %v, want %v", status, got, want)
+		}
+	}
+}
+
+// doerFunc is a Doer of a test.
+type doerFunc func(*http.Request) (*http.Response, error)
+
+func (f doerFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
+
+func TestWithDoerSendsPathsThroughTheDoer(t *testing.T) {
+	var got *http.Request
+	via := doerFunc(func(req *http.Request) (*http.Response, error) {
+		got = req
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"Name":"r"}`))}, nil
+	})
+	info, err := New("", "", WithDoer(via)).Info(context.Background())
+	if err != nil || info.Name != "r" {
+		t.Fatalf("Info through the doer: %+v, %v", info, err)
+	}
+	if got.URL.String() != "/api/v1/info" || got.Header.Get("Authorization") != "" {
+		t.Errorf("the doer got %s with Authorization %q, want the path alone and none", got.URL, got.Header.Get("Authorization"))
 	}
 }

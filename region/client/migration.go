@@ -12,7 +12,7 @@ import (
 
 // MintTicket asks this (destination) region for a single-use import ticket.
 func (c *Client) MintTicket(ctx context.Context, req api.TicketRequest) (api.Ticket, error) {
-	return call[api.Ticket](ctx, c, request{method: http.MethodPost, path: apiPath("migrate-tickets"), in: req})
+	return call[api.Ticket](ctx, c, Request{Method: http.MethodPost, Path: apiPath("migrate-tickets"), Body: req})
 }
 
 // Quiesce stops the machine at key on this (source) region and snapshots it.
@@ -27,14 +27,14 @@ func (c *Client) Unquiesce(ctx context.Context, key string) (api.Machine, error)
 
 // Export returns the bundle (machine, jobs, logs, profiles) of the machine at key on the source.
 func (c *Client) Export(ctx context.Context, key string) (api.Bundle, error) {
-	return callKey[api.Bundle](ctx, c, http.MethodGet, nil, api.KindMachines, key, "export")
+	return callAt[api.Bundle](ctx, c, Request{Method: http.MethodGet, Limit: MaxBundle}, api.KindMachines, key, "export")
 }
 
 // Import creates the bundle's machine, inactive, on this (destination) region. req.Ticket
 // travels in api.TicketHeader.
 func (c *Client) Import(ctx context.Context, req api.ImportRequest) (api.Machine, error) {
-	return call[api.Machine](ctx, c, request{method: http.MethodPost, path: apiPath(api.KindMachines, "import"),
-		header: http.Header{api.TicketHeader: {req.Ticket}}, in: req})
+	return call[api.Machine](ctx, c, Request{Method: http.MethodPost, Path: apiPath(api.KindMachines, "import"),
+		Header: http.Header{api.TicketHeader: {req.Ticket}}, Body: req})
 }
 
 // FinalizeMigration turns the machine at key on the source into a locked stub redirecting
@@ -54,7 +54,7 @@ func (c *Client) DeleteForMigration(ctx context.Context, key, migration string) 
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, request{method: http.MethodDelete, path: path, query: url.Values{"migration": {migration}}})
+	return c.send(ctx, Request{Method: http.MethodDelete, Path: path, Query: url.Values{"migration": {migration}}})
 }
 
 // Activate makes the imported machine at key runnable and available on this (destination) region.
@@ -64,20 +64,20 @@ func (c *Client) Activate(ctx context.Context, key string) (api.Machine, error) 
 
 // IssueGrant asks this (source) region for a grant to start a move (region/api/grants.go).
 func (c *Client) IssueGrant(ctx context.Context, req api.GrantRequest) (api.Grant, error) {
-	return call[api.Grant](ctx, c, request{method: http.MethodPost, path: apiPath("migrate-grants"), in: req})
+	return call[api.Grant](ctx, c, Request{Method: http.MethodPost, Path: apiPath("migrate-grants"), Body: req})
 }
 
 // VerifyGrant asks this (source) region whether a grant covers a move; it audits the move.
 func (c *Client) VerifyGrant(ctx context.Context, req api.GrantCheck) (api.GrantClaims, error) {
-	return call[api.GrantClaims](ctx, c, request{method: http.MethodPost, path: apiPath("migrate-grants", "verify"), in: req})
+	return call[api.GrantClaims](ctx, c, Request{Method: http.MethodPost, Path: apiPath("migrate-grants", "verify"), Body: req})
 }
 
 // RevokeGrant revokes a grant this region issued.
 func (c *Client) RevokeGrant(ctx context.Context, id string) error {
-	return c.do(ctx, request{method: http.MethodDelete, path: apiPath("migrate-grants", id)})
+	return c.send(ctx, Request{Method: http.MethodDelete, Path: apiPath("migrate-grants", id)})
 }
 
 // Whoami returns the caller as this region sees it.
 func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
-	return call[api.Whoami](ctx, c, request{method: http.MethodGet, path: apiPath("whoami")})
+	return call[api.Whoami](ctx, c, Request{Method: http.MethodGet, Path: apiPath("whoami")})
 }

@@ -21,10 +21,10 @@ func (c *Client) RecordCompensationDecision(ctx context.Context, machine string,
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, request{method: http.MethodPost, path: path, in: d})
+	return c.send(ctx, Request{Method: http.MethodPost, Path: path, Body: d})
 }
 
 // RecordMoveControl audits on this (source) region an operator's control of a move.
 func (c *Client) RecordMoveControl(ctx context.Context, mc api.MoveControl) error {
-	return c.do(ctx, request{method: http.MethodPost, path: api.PathPrefix + "/" + api.KindMoveControls, in: mc})
+	return c.send(ctx, Request{Method: http.MethodPost, Path: api.PathPrefix + "/" + api.KindMoveControls, Body: mc})
 }

@@ -53,7 +53,7 @@ func (r Resource[T]) Get(ctx context.Context, key string) (T, error) {
 
 // Create stores obj and returns the object as the region stored it.
 func (r Resource[T]) Create(ctx context.Context, obj T) (T, error) {
-	return call[T](ctx, r.c, request{method: http.MethodPost, path: apiPath(r.kind), in: obj})
+	return call[T](ctx, r.c, Request{Method: http.MethodPost, Path: apiPath(r.kind), Body: obj})
 }
 
 // Replace overwrites the object at key with obj.
@@ -67,7 +67,7 @@ func (r Resource[T]) Patch(ctx context.Context, key string, patch json.RawMessag
 		var zero T
 		return zero, fmt.Errorf("patch %s %s: a merge patch must be a JSON object", r.kind, key)
 	}
-	body := rawBody{contentType: "application/merge-patch+json", data: patch}
+	body := Raw{ContentType: "application/merge-patch+json", Data: patch}
 	return callKey[T](ctx, r.c, http.MethodPatch, body, r.kind, key)
 }
 
@@ -81,7 +81,7 @@ func (r Resource[T]) Delete(ctx context.Context, key string, force bool) error {
 	if force {
 		query = url.Values{"force": {"true"}}
 	}
-	return r.c.do(ctx, request{method: http.MethodDelete, path: path, query: query})
+	return r.c.send(ctx, Request{Method: http.MethodDelete, Path: path, Query: query})
 }
 
 // list GETs a collection; an answer of null becomes an empty slice. Without a "limit"
@@ -94,13 +94,17 @@ func list[T any](ctx context.Context, c *Client, path string, filters url.Values
 	offset, _ := strconv.Atoi(query.Get("offset"))
 	out := []T{}
 	for {
-		var answered http.Header
-		page, err := call[[]T](ctx, c, request{method: http.MethodGet, path: path, query: query, answered: &answered})
+		r := Request{Method: http.MethodGet, Path: path, Query: query}
+		a, err := c.Do(ctx, r)
 		if err != nil {
 			return nil, err
 		}
+		var page []T
+		if err := decodeAnswer(r, a, &page); err != nil {
+			return nil, err
+		}
 		out = append(out, page...)
-		next := answered.Get(api.HeaderNext)
+		next := a.Header.Get(api.HeaderNext)
 		if next == "" || filters.Has("limit") {
 			return out, nil
 		}

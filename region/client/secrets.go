@@ -16,7 +16,7 @@ func (c *Client) PutSecret(ctx context.Context, key string, secret api.Secret) e
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, request{method: http.MethodPut, path: path, in: secret})
+	return c.send(ctx, Request{Method: http.MethodPut, Path: path, Body: secret})
 }
 
 // GetSecret returns the secret name of the machine at key; a missing one is an *APIError 404.
@@ -30,5 +30,5 @@ func (c *Client) DeleteSecret(ctx context.Context, key, name string) error {
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, request{method: http.MethodDelete, path: path})
+	return c.send(ctx, Request{Method: http.MethodDelete, Path: path})
 }

@@ -32,17 +32,17 @@ func (c *Client) UnpauseRack(ctx context.Context, rack string) (api.Rack, error)
 
 // ExportRack returns what moves with the rack besides its machines (source).
 func (c *Client) ExportRack(ctx context.Context, rack string) (api.RackBundle, error) {
-	return callKey[api.RackBundle](ctx, c, http.MethodGet, nil, api.KindRacks, rack, "export")
+	return callAt[api.RackBundle](ctx, c, Request{Method: http.MethodGet, Limit: MaxBundle}, api.KindRacks, rack, "export")
 }
 
 // CheckRackImport lists the target's conflicts with b; it changes nothing (target).
 func (c *Client) CheckRackImport(ctx context.Context, b api.RackBundle) (api.TransferCheck, error) {
-	return call[api.TransferCheck](ctx, c, request{method: http.MethodPost, path: apiPath(api.KindRacks, "import", "check"), in: b})
+	return call[api.TransferCheck](ctx, c, Request{Method: http.MethodPost, Path: apiPath(api.KindRacks, "import", "check"), Body: b})
 }
 
 // ImportRack upserts b by UUID (target).
 func (c *Client) ImportRack(ctx context.Context, b api.RackBundle) (api.RackImport, error) {
-	return call[api.RackImport](ctx, c, request{method: http.MethodPost, path: apiPath(api.KindRacks, "import"), in: b})
+	return call[api.RackImport](ctx, c, Request{Method: http.MethodPost, Path: apiPath(api.KindRacks, "import"), Body: b})
 }
 
 // UndoRackImport deletes what imports of the rack created (target; compensation).
@@ -51,7 +51,7 @@ func (c *Client) UndoRackImport(ctx context.Context, rack string) error {
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, request{method: http.MethodDelete, path: path})
+	return c.send(ctx, Request{Method: http.MethodDelete, Path: path})
 }
 
 // HandOverRack drops the rack's moved network and pods and deletes it without force (source).
@@ -60,7 +60,7 @@ func (c *Client) HandOverRack(ctx context.Context, rack string) error {
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, request{method: http.MethodPost, path: path})
+	return c.send(ctx, Request{Method: http.MethodPost, Path: path})
 }
 
 // RackOperations lists the unreleased operations queued for the rack and its machines.
