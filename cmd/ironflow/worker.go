@@ -125,7 +125,12 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c, err := dialTemporal(cmd, logger)
+	opts, err := temporalOptions(cmd, logger)
+	if err != nil {
+		return err
+	}
+	warnClearPayloads(opts, logger)
+	c, err := dialWith(cmd, opts)
 	if err != nil {
 		return err
 	}
