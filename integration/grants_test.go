@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
@@ -38,7 +37,7 @@ func grant(ctx context.Context, t *testing.T, s *dev.Stack, region string, req a
 func runCLIAs(t *testing.T, s *dev.Stack, token string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(buildIronflow(t), args...)
-	cmd.Env = append(os.Environ(), "IRONFLOW_TOKEN="+token, "IRONFLOW_TEMPORAL_ADDRESS="+s.Temporal.Address)
+	cmd.Env = append(os.Environ(), "IRONFLOW_TOKEN="+token, "IRONFLOW_TEMPORAL_ADDRESS="+s.Temporal.Address, "IRONFLOW_PAYLOAD_KEYS="+s.PayloadKeys)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -133,7 +132,7 @@ func TestWhoMayStartAMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	var memo string
-	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoStartedBy]; p == nil || converter.GetDefaultDataConverter().FromPayload(p, &memo) != nil || memo != who.User {
+	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoStartedBy]; p == nil || s.DataConverter.FromPayload(p, &memo) != nil || memo != who.User {
 		t.Errorf("memo %s = %q, want %q", workflows.MemoStartedBy, memo, who.User)
 	}
 	for _, c := range []struct {
