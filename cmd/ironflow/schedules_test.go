@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -65,9 +66,15 @@ func newBulkSetup(t *testing.T, known, unknown int) *bulkSetup {
 	if bulkNS.err != nil {
 		t.Fatal(bulkNS.err)
 	}
-	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", bulkNamespace)
+	return newBulkSetupIn(t, bulkNamespace, nil, known, unknown)
+}
+
+// newBulkSetupIn is newBulkSetup in namespace, registered, with its worker's and client's
+// payloads encoded by dc (nil: the SDK's default).
+func newBulkSetupIn(t *testing.T, namespace string, dc converter.DataConverter, known, unknown int) *bulkSetup {
+	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", namespace)
 	t.Setenv(envEndpoint, newTestRegion(t, "region-a").url) // the source grants the bulk migrations
-	tc, err := client.Dial(client.Options{HostPort: shared.server.Address, Namespace: bulkNamespace, Logger: quietLogger()})
+	tc, err := client.Dial(client.Options{HostPort: shared.server.Address, Namespace: namespace, Logger: quietLogger(), DataConverter: dc})
 	if err != nil {
 		t.Fatal(err)
 	}
