@@ -58,7 +58,11 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	if r.ContentLength > MaxRequestBytes {
+		http.Error(w, fmt.Sprintf("body over %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes) // a body without a length, too
 	converter.NewPayloadCodecHTTPHandler(e.Codec).ServeHTTP(w, r)
 }
 
