@@ -311,3 +311,33 @@ func equalInput(a, b workflows.BulkMigrateInput) bool {
 		a.WaitForRunningJob == b.WaitForRunningJob && a.Continuation == nil && b.Continuation == nil &&
 		a.Selector.Pool == b.Selector.Pool && a.Selector.Rack == b.Selector.Rack && slices.Equal(a.Selector.Names, b.Selector.Names)
 }
+
+// TestScheduleTriggerNeedsTheSourceRole: triggering a schedule takes what creating it took,
+// an operator or admin token of its source region; anything less starts nothing.
+func TestScheduleTriggerNeedsTheSourceRole(t *testing.T) {
+	s := newBulkSetup(t, 1, 0)
+	name := "trigger-" + uuid.NewString()
+	code, _, stderr := ironflow(t, "", "migrations", "schedule", "create", name, "--cron", "0 2 * * *", "--from", "region-a", "--to", "region-b", "--pool", s.pool)
+	if code != 0 {
+		t.Fatalf("create: exit %d, stderr %q", code, stderr)
+	}
+	t.Cleanup(func() { ironflow(t, "", "migrations", "schedule", "delete", name) })
+	other := newTestRegion(t, "region-b").url
+	for _, c := range []struct {
+		endpoint string
+		args     []string
+		want     string
+	}{
+		{"", []string{"--token", readonlyToken}, "ro has role readonly on the -E region; acting on a migration takes operator or admin"},
+		{other, nil, "-E is region region-b, but " + workflows.BulkMigrateID(name) + " moves from region region-a"},
+	} {
+		code, _, stderr := ironflow(t, c.endpoint, append(c.args, "migrations", "schedule", "trigger", name)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("trigger %v on %q: exit %d, stderr %q; want %q", c.args, c.endpoint, code, stderr, c.want)
+		}
+	}
+	desc, err := s.tc.ScheduleClient().GetHandle(context.Background(), workflows.BulkMigrateID(name)).Describe(context.Background())
+	if err != nil || len(desc.Info.RecentActions) != 0 || desc.Info.NumActions != 0 {
+		t.Errorf("refused triggers started runs: %+v (%v)", desc.Info, err)
+	}
+}
