@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/seeddata"
+	"github.com/ironflow/ironflow/internal/payloadcodec"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -132,8 +134,12 @@ func TestWhoMayStartAMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	var memo string
-	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoStartedBy]; p == nil || s.DataConverter.FromPayload(p, &memo) != nil || memo != who.User {
+	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoStartedBy]
+	if p == nil || s.DataConverter.FromPayload(p, &memo) != nil || memo != who.User {
 		t.Errorf("memo %s = %q, want %q", workflows.MemoStartedBy, memo, who.User)
+	}
+	if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != payloadcodec.EncodingEncrypted {
+		t.Errorf("the dev stack's worker stored memo %s as %q, want it encrypted (%s)", workflows.MemoStartedBy, enc, payloadcodec.EncodingEncrypted)
 	}
 	for _, c := range []struct {
 		region string

@@ -233,3 +233,24 @@ func jsonFields(t *testing.T, out, key string) []string {
 	walk(doc)
 	return values
 }
+
+// TestCodecServeRefusesBadKeys: the endpoint does not start without a key file it may use.
+func TestCodecServeRefusesBadKeys(t *testing.T) {
+	t.Setenv("IRONFLOW_PAYLOAD_KEYS", "")
+	loose := filepath.Join(t.TempDir(), "payload.keys")
+	if err := os.WriteFile(loose, []byte("k:"+base64.StdEncoding.EncodeToString(make([]byte, payloadcodec.KeySize))+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--payload-keys (env IRONFLOW_PAYLOAD_KEYS) is required"},
+		{[]string{"--payload-keys", loose}, "lets others read the keys; chmod 600 it"},
+	} {
+		code, _, stderr := ironflow(t, "", append([]string{"codec", "serve", "--listen", "127.0.0.1:0"}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("codec serve %v: exit %d, stderr %q; want %q", c.args, code, stderr, c.want)
+		}
+	}
+}
