@@ -136,6 +136,7 @@ func (d *Demo) cli(ctx context.Context, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(),
 		"IRONFLOW_TOKEN="+d.Stack.AdminToken,
 		"IRONFLOW_TEMPORAL_ADDRESS="+d.Stack.Temporal.Address,
+		"IRONFLOW_PAYLOAD_KEYS="+d.Stack.PayloadKeys,
 	)
 	// Stdout and stderr are copied by two goroutines: serialise their writes to d.Out.
 	shown := &lockedWriter{w: d.Out}

@@ -7,9 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"go.temporal.io/sdk/client"
-	temporallog "go.temporal.io/sdk/log"
-
 	"github.com/ironflow/ironflow/internal/netutil"
 	"github.com/ironflow/ironflow/rack"
 )
@@ -90,7 +87,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		SyslogListen:       rk.Syslog,
 		HTTPListen:         fmt.Sprintf("127.0.0.1:%d", httpPort),
 		BootDir:            bootDir,
-		Temporal:           client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)},
+		Temporal:           s.temporalOptions(),
 		RegionSecrets:      secrets,
 		PodSSHKeyFile:      s.podSSHKey,
 		PodRefreshInterval: s.podRefresh,

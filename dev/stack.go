@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	temporallog "go.temporal.io/sdk/log"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/internal/payloadcodec"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/store"
@@ -79,6 +81,15 @@ type Stack struct {
 	Regions    map[string]*Region
 	Racks      map[string]*Rack
 	Client     client.Client // Temporal client
+	// PayloadKeys is the key file (in the state dir) every Temporal client of the stack
+	// encrypts payloads with; the CLI reads it from IRONFLOW_PAYLOAD_KEYS.
+	PayloadKeys string
+	// CodecURL is the codec endpoint of the stack (admins of region-a), for the web UI and
+	// `temporal --codec-endpoint`.
+	CodecURL string
+	// DataConverter is the data converter of the stack's clients, for payloads the SDK hands
+	// over as stored (histories, memos of descriptions).
+	DataConverter converter.DataConverter
 
 	log        *slog.Logger
 	version    string
@@ -137,16 +148,22 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	if opts.StartTemporal != nil {
-		s.Temporal, err = opts.StartTemporal(ctx, s.Postgres, s.StateDir)
-	} else {
-		temporalOpts := temporalserver.Options{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile, MetricsPort: opts.TemporalMetricsPort}
-		s.Temporal, err = temporalserver.Start(ctx, temporalOpts)
-	}
+	codec, err := s.listenCodec()
 	if err != nil {
 		return nil, err
 	}
-	if s.Client, err = client.Dial(client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log)}); err != nil {
+	if opts.StartTemporal != nil {
+		s.Temporal, err = opts.StartTemporal(ctx, s.Postgres, s.StateDir)
+	} else {
+		temporalOpts := temporalserver.Options{Port: opts.TemporalPort, UIPort: opts.TemporalUIPort, DBFile: filepath.Join(s.StateDir, "temporal.db"), LogFile: opts.TemporalLogFile, MetricsPort: opts.TemporalMetricsPort, UICodecEndpoint: s.CodecURL}
+		s.Temporal, err = temporalserver.Start(ctx, temporalOpts)
+	}
+	if err != nil {
+		_ = codec.listener.Close()
+		return nil, err
+	}
+	codec.serve(s.Temporal.UIURL)
+	if s.Client, err = client.Dial(s.temporalOptions()); err != nil {
 		return nil, fmt.Errorf("dial temporal: %w", err)
 	}
 	if err := workers.RegisterSearchAttributes(ctx, s.Client, "default"); err != nil {
@@ -170,6 +187,46 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// temporalOptions are the options of every Temporal client of the stack: its payloads
+// encrypted with the stack's keys.
+func (s *Stack) temporalOptions() client.Options {
+	return client.Options{HostPort: s.Temporal.Address, Logger: temporallog.NewStructuredLogger(s.log), DataConverter: s.DataConverter}
+}
+
+// stackCodec is the stack's codec endpoint, listening but not yet serving: the web UI's
+// origin, which it lets call it, is known once Temporal runs.
+type stackCodec struct {
+	s        *Stack
+	listener net.Listener
+	endpoint *payloadcodec.Endpoint
+}
+
+// listenCodec creates the stack's payload keys (once, in the state dir) and the listener of
+// its codec endpoint, which authenticates callers with region-a.
+func (s *Stack) listenCodec() (*stackCodec, error) {
+	s.PayloadKeys = filepath.Join(s.StateDir, "payload.keys")
+	keys, err := payloadcodec.EnsureFile(s.PayloadKeys)
+	if err != nil {
+		return nil, err
+	}
+	s.DataConverter = keys.DataConverter()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("codec endpoint: %w", err)
+	}
+	s.CodecURL = "http://" + ln.Addr().String()
+	e := &payloadcodec.Endpoint{Codec: keys, Region: s.Regions[RegionNames[0]].URL, Logger: s.log.With("component", "codec")}
+	return &stackCodec{s: s, listener: ln, endpoint: e}, nil
+}
+
+// serve serves the codec endpoint to the web UI at uiURL (none: "") and to the CLI.
+func (c *stackCodec) serve(uiURL string) {
+	if uiURL != "" {
+		c.endpoint.AllowOrigins = []string{uiURL}
+	}
+	c.s.group.Go(func() error { return c.endpoint.Serve(c.s.runCtx, c.listener) })
 }
 
 func (s *Stack) startRegion(ctx, runCtx context.Context, name string, port int) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/seeddata"
+	"github.com/ironflow/ironflow/internal/payloadcodec"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -38,7 +39,7 @@ func grant(ctx context.Context, t *testing.T, s *dev.Stack, region string, req a
 func runCLIAs(t *testing.T, s *dev.Stack, token string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(buildIronflow(t), args...)
-	cmd.Env = append(os.Environ(), "IRONFLOW_TOKEN="+token, "IRONFLOW_TEMPORAL_ADDRESS="+s.Temporal.Address)
+	cmd.Env = append(os.Environ(), "IRONFLOW_TOKEN="+token, "IRONFLOW_TEMPORAL_ADDRESS="+s.Temporal.Address, "IRONFLOW_PAYLOAD_KEYS="+s.PayloadKeys)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -133,8 +134,12 @@ func TestWhoMayStartAMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	var memo string
-	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoStartedBy]; p == nil || converter.GetDefaultDataConverter().FromPayload(p, &memo) != nil || memo != who.User {
+	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoStartedBy]
+	if p == nil || s.DataConverter.FromPayload(p, &memo) != nil || memo != who.User {
 		t.Errorf("memo %s = %q, want %q", workflows.MemoStartedBy, memo, who.User)
+	}
+	if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != payloadcodec.EncodingEncrypted {
+		t.Errorf("the dev stack's worker stored memo %s as %q, want it encrypted (%s)", workflows.MemoStartedBy, enc, payloadcodec.EncodingEncrypted)
 	}
 	for _, c := range []struct {
 		region string

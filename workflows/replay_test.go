@@ -1,13 +1,17 @@
 package workflows_test
 
 import (
+	"encoding/base64"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ironflow/ironflow/internal/payloadcodec"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -36,15 +40,32 @@ func replayDir(t *testing.T, dir string, atLeast int, record string, wfs ...any)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := worker.NewWorkflowReplayer()
-			for _, wf := range wfs {
-				r.RegisterWorkflow(wf)
-			}
-			id := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
-			opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}
-			if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
-				t.Fatal(err)
+			// Histories recorded in clear replay on a worker that encrypts its payloads: its
+			// codec passes payloads it did not seal through.
+			for _, dc := range []converter.DataConverter{converter.GetDefaultDataConverter(), replayCodec(t).DataConverter()} {
+				r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, wf := range wfs {
+					r.RegisterWorkflow(wf)
+				}
+				id := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
+				opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}
+				if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
+					t.Fatal(err)
+				}
 			}
 		})
 	}
+}
+
+// replayCodec is a payload codec with one key, as a worker with --payload-keys has.
+func replayCodec(t *testing.T) *payloadcodec.Codec {
+	t.Helper()
+	c, err := payloadcodec.Parse(strings.NewReader("replay:" + base64.StdEncoding.EncodeToString(make([]byte, payloadcodec.KeySize))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

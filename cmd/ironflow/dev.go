@@ -172,20 +172,21 @@ Ironflow is running.
   region-b API      %s
 %s  Temporal          %s
   Temporal web UI   %s
+  codec endpoint    %s (admin tokens)
   admin token       %s
   logs              %s
 
 Try, in another shell:
 
-  export IRONFLOW_TOKEN=%s
+  export IRONFLOW_TOKEN=%s IRONFLOW_PAYLOAD_KEYS=%s
   bin/ironflow -E %s machines list Pool=default -o table
   bin/ironflow -E %s machines show Name:birdy
   bin/ironflow -E %s machines migrate Name:birdy to "$(bin/ironflow -E %s machines migrateTicket)"
   bin/ironflow -E %s jobs list Machine=%s
 
 Ctrl-C stops everything.
-`, a, b, rackLines(s), s.Temporal.Address, s.Temporal.UIURL, s.AdminToken, logPath,
-		s.AdminToken, a, a, a, b, b, seeddata.BirdyUUID)
+`, a, b, rackLines(s), s.Temporal.Address, s.Temporal.UIURL, s.CodecURL, s.AdminToken, logPath,
+		s.AdminToken, s.PayloadKeys, a, a, a, b, b, seeddata.BirdyUUID)
 }
 
 // runDemo plays the demo on a throwaway stack (temp state, free ports, so it can run next to

@@ -15,14 +15,20 @@ import (
 
 // readonlyToken is the token the test regions treat as a readonly user's; any other token
 // (or none) is an operator's.
-const readonlyToken = "readonly-token"
+const (
+	readonlyToken = "readonly-token"
+	adminToken    = "admin-token"
+)
 
 // grantRoutes serves the grant endpoints of a test region: grants signed like the fake
 // worker checks them, refused to the readonly token as a real region refuses them.
 func grantRoutes(mux *http.ServeMux, name string) {
 	who := func(req *http.Request) api.Whoami {
-		if req.Header.Get("Authorization") == "Bearer "+readonlyToken {
+		switch req.Header.Get("Authorization") {
+		case "Bearer " + readonlyToken:
 			return api.Whoami{User: "ro", Role: api.RoleReadonly}
+		case "Bearer " + adminToken:
+			return api.Whoami{User: "root", Role: api.RoleAdmin}
 		}
 		return api.Whoami{User: "op", Role: api.RoleOperator}
 	}

@@ -75,6 +75,7 @@ func newRootCommand() *cobra.Command {
 		newUsersCommand(),
 		newDevCommand(),
 		newWorkerCommand(),
+		newCodecCommand(),
 		newMigrationsCommand(),
 		newAgentCommand(),
 		newCommissioningScriptsCommand(),

@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/workflows"
 	"github.com/ironflow/ironflow/workflows/moves"
@@ -53,7 +52,7 @@ func newMigrationsShowCommand() *cobra.Command {
 }
 
 // dialRun resolves the ID argument of show, cancel and compensation (runID) and dials Temporal.
-func dialRun(cmd *cobra.Command, arg string) (string, client.Client, error) {
+func dialRun(cmd *cobra.Command, arg string) (string, *temporalClient, error) {
 	id, err := runID(cmd, arg)
 	if err != nil {
 		return "", nil, err
@@ -84,8 +83,8 @@ func runID(cmd *cobra.Command, arg string) (string, error) {
 
 // showRun renders the detail of r, a run of kind k; a running one whose progress cannot be
 // queried (no worker) is still shown, with a warning on stderr.
-func showRun[In, Prog, Res any](cmd *cobra.Command, tc client.Client, k moves.Kind[In, Prog, Res], r moves.Run, cols []column[moves.Detail[In, Prog, Res]]) error {
-	d, unanswered, err := k.Show(cmd.Context(), tc, r)
+func showRun[In, Prog, Res any](cmd *cobra.Command, tc *temporalClient, k moves.Kind[In, Prog, Res], r moves.Run, cols []column[moves.Detail[In, Prog, Res]]) error {
+	d, unanswered, err := k.Show(cmd.Context(), tc, tc.dc, r)
 	if err != nil {
 		return err
 	}

@@ -178,7 +178,10 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 		o.ServerIP = a
 	}
 	if temporalFlag(cmd, flagTemporalAddress) != "" {
-		o.Temporal = temporalOptions(cmd, logger)
+		if o.Temporal, err = temporalOptions(cmd, logger); err != nil {
+			return rack.Options{}, err
+		}
+		warnClearPayloads(o.Temporal, logger)
 	}
 	secrets, err := loadRegionSecrets(rackFlag(cmd, "region-secrets-file"))
 	if err != nil {

@@ -311,7 +311,7 @@ func newScheduleListCommand() *cobra.Command {
 				return err
 			}
 			defer tc.Close()
-			list, err := moves.ListSchedules(cmd.Context(), tc)
+			list, err := moves.ListSchedules(cmd.Context(), tc, tc.dc)
 			if err != nil {
 				return err
 			}
@@ -322,7 +322,7 @@ func newScheduleListCommand() *cobra.Command {
 }
 
 // scheduleCommand is a command on one existing schedule, NAME.
-func scheduleCommand(use, short, example string, do func(ctx context.Context, tc client.Client, name string) error, done string) *cobra.Command {
+func scheduleCommand(use, short, example string, do func(cmd *cobra.Command, tc *temporalClient, name string) error, done string) *cobra.Command {
 	c := &cobra.Command{
 		Use:     use + " NAME",
 		Short:   short,
@@ -338,7 +338,7 @@ func scheduleCommand(use, short, example string, do func(ctx context.Context, tc
 				return err
 			}
 			defer tc.Close()
-			err = do(cmd.Context(), tc, name)
+			err = do(cmd, tc, name)
 			if errors.Is(err, moves.ErrNoSchedule) {
 				return fmt.Errorf("no schedule %s (see ironflow migrations schedule list)", name)
 			}
@@ -356,8 +356,8 @@ func newScheduleDeleteCommand() *cobra.Command {
 	var grant string
 	c := scheduleCommand("delete", "Delete a bulk migration schedule and revoke its grant; running bulk migrations go on",
 		"  ironflow migrations schedule delete nightly",
-		func(ctx context.Context, tc client.Client, name string) (err error) {
-			grant, err = moves.DeleteSchedule(ctx, tc, name)
+		func(cmd *cobra.Command, tc *temporalClient, name string) (err error) {
+			grant, err = moves.DeleteSchedule(cmd.Context(), tc, tc.dc, name)
 			return err
 		},
 		"Deleted schedule %s")
@@ -377,6 +377,24 @@ func newScheduleDeleteCommand() *cobra.Command {
 func newScheduleTriggerCommand() *cobra.Command {
 	return scheduleCommand("trigger", "Start a schedule's bulk migration now (skipped while one still runs)",
 		"  ironflow migrations schedule trigger nightly\n  ironflow migrations show bulk-migrate/nightly    # its progress",
-		moves.TriggerSchedule,
+		triggerSchedule,
 		"Triggered schedule %s; follow it with: ironflow migrations schedule list")
+}
+
+// triggerSchedule starts schedule name's bulk migration now for an operator or admin of its
+// source region (-E), the role that created it: whoever triggers a run decides when its
+// machines move, as much as whoever created the schedule did.
+func triggerSchedule(cmd *cobra.Command, tc *temporalClient, name string) error {
+	ctx := cmd.Context()
+	if _, err := requireOperator(ctx, cmd); err != nil {
+		return err
+	}
+	in, err := moves.ScheduleInput(ctx, tc, tc.dc, name)
+	if err != nil {
+		return err
+	}
+	if err := requireSourceRegion(ctx, cmd, moves.Run{WorkflowID: workflows.BulkMigrateID(name), SourceRegion: in.SourceRegion}); err != nil {
+		return err
+	}
+	return moves.TriggerSchedule(ctx, tc, name)
 }

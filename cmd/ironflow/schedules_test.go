@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -65,9 +66,15 @@ func newBulkSetup(t *testing.T, known, unknown int) *bulkSetup {
 	if bulkNS.err != nil {
 		t.Fatal(bulkNS.err)
 	}
-	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", bulkNamespace)
+	return newBulkSetupIn(t, bulkNamespace, nil, known, unknown)
+}
+
+// newBulkSetupIn is newBulkSetup in namespace, registered, with its worker's and client's
+// payloads encoded by dc (nil: the SDK's default).
+func newBulkSetupIn(t *testing.T, namespace string, dc converter.DataConverter, known, unknown int) *bulkSetup {
+	t.Setenv("IRONFLOW_TEMPORAL_NAMESPACE", namespace)
 	t.Setenv(envEndpoint, newTestRegion(t, "region-a").url) // the source grants the bulk migrations
-	tc, err := client.Dial(client.Options{HostPort: shared.server.Address, Namespace: bulkNamespace, Logger: quietLogger()})
+	tc, err := client.Dial(client.Options{HostPort: shared.server.Address, Namespace: namespace, Logger: quietLogger(), DataConverter: dc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +310,34 @@ func equalInput(a, b workflows.BulkMigrateInput) bool {
 	return a.SourceRegion == b.SourceRegion && a.TargetRegion == b.TargetRegion && a.Window == b.Window &&
 		a.WaitForRunningJob == b.WaitForRunningJob && a.Continuation == nil && b.Continuation == nil &&
 		a.Selector.Pool == b.Selector.Pool && a.Selector.Rack == b.Selector.Rack && slices.Equal(a.Selector.Names, b.Selector.Names)
+}
+
+// TestScheduleTriggerNeedsTheSourceRole: triggering a schedule takes what creating it took,
+// an operator or admin token of its source region; anything less starts nothing.
+func TestScheduleTriggerNeedsTheSourceRole(t *testing.T) {
+	s := newBulkSetup(t, 1, 0)
+	name := "trigger-" + uuid.NewString()
+	code, _, stderr := ironflow(t, "", "migrations", "schedule", "create", name, "--cron", "0 2 * * *", "--from", "region-a", "--to", "region-b", "--pool", s.pool)
+	if code != 0 {
+		t.Fatalf("create: exit %d, stderr %q", code, stderr)
+	}
+	t.Cleanup(func() { ironflow(t, "", "migrations", "schedule", "delete", name) })
+	other := newTestRegion(t, "region-b").url
+	for _, c := range []struct {
+		endpoint string
+		args     []string
+		want     string
+	}{
+		{"", []string{"--token", readonlyToken}, "ro has role readonly on the -E region; acting on a migration takes operator or admin"},
+		{other, nil, "-E is region region-b, but " + workflows.BulkMigrateID(name) + " moves from region region-a"},
+	} {
+		code, _, stderr := ironflow(t, c.endpoint, append(c.args, "migrations", "schedule", "trigger", name)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("trigger %v on %q: exit %d, stderr %q; want %q", c.args, c.endpoint, code, stderr, c.want)
+		}
+	}
+	desc, err := s.tc.ScheduleClient().GetHandle(context.Background(), workflows.BulkMigrateID(name)).Describe(context.Background())
+	if err != nil || len(desc.Info.RecentActions) != 0 || desc.Info.NumActions != 0 {
+		t.Errorf("refused triggers started runs: %+v (%v)", desc.Info, err)
+	}
 }

@@ -4,10 +4,14 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	temporallog "go.temporal.io/sdk/log"
+
+	"github.com/ironflow/ironflow/internal/payloadcodec"
 )
 
 // Temporal connection flags of the commands that talk to Temporal (worker, machines migrate,
@@ -17,6 +21,7 @@ const (
 	flagNamespace          = "namespace"
 	flagTemporalTLS        = "temporal-tls"
 	flagTemporalAPIKey     = "temporal-api-key"
+	flagPayloadKeys        = "payload-keys"
 	defaultTemporalAddress = "127.0.0.1:7233"
 	defaultNamespace       = "default"
 )
@@ -25,6 +30,7 @@ var temporalFlagEnvs = map[string][]string{
 	flagTemporalAddress: {"IRONFLOW_TEMPORAL_ADDRESS", "TEMPORAL_ADDRESS"},
 	flagNamespace:       {"IRONFLOW_TEMPORAL_NAMESPACE", "TEMPORAL_NAMESPACE"},
 	flagTemporalAPIKey:  {"IRONFLOW_TEMPORAL_API_KEY", "TEMPORAL_API_KEY"},
+	flagPayloadKeys:     {"IRONFLOW_PAYLOAD_KEYS"},
 }
 
 // addTemporalFlags adds the connection flags to c and its subcommands.
@@ -34,6 +40,7 @@ func addTemporalFlags(c *cobra.Command) {
 	f.String(flagNamespace, defaultNamespace, "Temporal namespace"+envHelp(temporalFlagEnvs[flagNamespace]...))
 	f.Bool(flagTemporalTLS, false, "connect to Temporal over TLS (implied by an API key)")
 	f.String(flagTemporalAPIKey, "", "Temporal API key, e.g. for Temporal Cloud"+envHelp(temporalFlagEnvs[flagTemporalAPIKey]...))
+	f.String(flagPayloadKeys, "", "key FILE (mode 0600, lines id:base64key, the first the current key) encrypting what goes to Temporal; none: payloads in clear text"+envHelp(temporalFlagEnvs[flagPayloadKeys]...))
 }
 
 // temporalFlag is the flag's value, else its environment variables, else its default.
@@ -41,19 +48,38 @@ func temporalFlag(cmd *cobra.Command, name string) string {
 	return flagOrEnv(cmd, name, temporalFlagEnvs[name]...)
 }
 
+// temporalClient is a Temporal client with its data converter, which decodes the payloads the
+// SDK hands over as they are stored (histories, the memos of descriptions).
+type temporalClient struct {
+	client.Client
+	dc converter.DataConverter
+}
+
 // dialTemporal connects to the Temporal frontend the flags name.
-func dialTemporal(cmd *cobra.Command, logger *slog.Logger) (client.Client, error) {
-	opts := temporalOptions(cmd, logger)
+func dialTemporal(cmd *cobra.Command, logger *slog.Logger) (*temporalClient, error) {
+	opts, err := temporalOptions(cmd, logger)
+	if err != nil {
+		return nil, err
+	}
+	return dialWith(cmd, opts)
+}
+
+// dialWith connects to Temporal with opts.
+func dialWith(cmd *cobra.Command, opts client.Options) (*temporalClient, error) {
 	c, err := client.DialContext(cmd.Context(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", opts.HostPort, opts.Namespace, err)
 	}
-	return c, nil
+	dc := opts.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	return &temporalClient{Client: c, dc: dc}, nil
 }
 
 // temporalOptions are the client options the flags describe. The SDK logs through logger:
 // its default logger would write to stdout, which `$(ironflow ...)` captures.
-func temporalOptions(cmd *cobra.Command, logger *slog.Logger) client.Options {
+func temporalOptions(cmd *cobra.Command, logger *slog.Logger) (client.Options, error) {
 	opts := client.Options{
 		HostPort:  temporalFlag(cmd, flagTemporalAddress),
 		Namespace: temporalFlag(cmd, flagNamespace),
@@ -67,7 +93,32 @@ func temporalOptions(cmd *cobra.Command, logger *slog.Logger) client.Options {
 	if useTLS {
 		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	return opts
+	codec, err := payloadCodec(cmd)
+	if codec != nil {
+		opts.DataConverter = codec.DataConverter()
+	}
+	return opts, err
+}
+
+// payloadCodec is the codec of the key file the flags name; nil without one.
+func payloadCodec(cmd *cobra.Command) (*payloadcodec.Codec, error) {
+	path := temporalFlag(cmd, flagPayloadKeys)
+	if path == "" {
+		return nil, nil
+	}
+	codec, err := payloadcodec.LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--%s (env %s): %w", flagPayloadKeys, strings.Join(temporalFlagEnvs[flagPayloadKeys], ", "), err)
+	}
+	return codec, nil
+}
+
+// warnClearPayloads tells a daemon's operator that, without a key file, the grants its
+// workflows carry are readable by anyone who can read the Temporal namespace.
+func warnClearPayloads(opts client.Options, logger *slog.Logger) {
+	if opts.DataConverter == nil {
+		logger.Warn("no --" + flagPayloadKeys + ": workflow payloads (grants included) go to Temporal in clear text")
+	}
 }
 
 // cliLogger is the logger of short-lived CLI commands: warnings and errors only, on stderr.

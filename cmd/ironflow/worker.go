@@ -125,7 +125,12 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c, err := dialTemporal(cmd, logger)
+	opts, err := temporalOptions(cmd, logger)
+	if err != nil {
+		return err
+	}
+	warnClearPayloads(opts, logger)
+	c, err := dialWith(cmd, opts)
 	if err != nil {
 		return err
 	}
@@ -138,7 +143,8 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 	// A stop (SIGTERM, a deploy) lets running activities finish their region call: a batch
 	// stops its machines at their next step boundary, and a retry on the next worker resumes
 	// them; without it every activity would be cut mid-call and retried from its start.
-	w := workers.NewMigrationWorker(c, &activities.Activities{Regions: regions, ESXi: esxi},
+	// The SDK builds a worker on its own client type only.
+	w := workers.NewMigrationWorker(c.Client, &activities.Activities{Regions: regions, ESXi: esxi},
 		workers.WithOptions(worker.Options{WorkerStopTimeout: workerStopTimeout}))
 	g, ctx := errgroup.WithContext(cmd.Context())
 	stop := make(chan any)

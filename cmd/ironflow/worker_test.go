@@ -209,8 +209,9 @@ func TestTemporalOptions(t *testing.T) {
 			t.Setenv("TEMPORAL_API_KEY", tt.apiKey)
 			var opts client.Options
 			c := &cobra.Command{Use: "x", RunE: func(cmd *cobra.Command, _ []string) error {
-				opts = temporalOptions(cmd, cliLogger(cmd))
-				return nil
+				var err error
+				opts, err = temporalOptions(cmd, cliLogger(cmd))
+				return err
 			}}
 			addTemporalFlags(c)
 			c.SetArgs(append(tt.args, "--namespace", "ns1"))

@@ -49,6 +49,8 @@ type Options struct {
 	// MetricsPort serves Prometheus metrics (state transitions, persistence requests) on
 	// 127.0.0.1; 0 = none, -1 = a free port.
 	MetricsPort int
+	// UICodecEndpoint is the codec endpoint the web UI decodes payloads with; empty = none.
+	UICodecEndpoint string
 }
 
 // FindCLI returns the Temporal CLI binary: $IRONFLOW_TEMPORAL_CLI, else bin/temporal in
@@ -134,6 +136,9 @@ func start(ctx context.Context, bin string, opts Options) (*Server, error) {
 		}
 		args = append(args, "--ui-port", strconv.Itoa(uiPort))
 		t.UIURL = fmt.Sprintf("http://127.0.0.1:%d", uiPort)
+		if opts.UICodecEndpoint != "" {
+			args = append(args, "--ui-codec-endpoint", opts.UICodecEndpoint)
+		}
 	}
 	if opts.DBFile != "" {
 		args = append(args, "--db-filename", opts.DBFile)

@@ -129,9 +129,9 @@ type Detail[In, Prog, Res any] struct {
 
 // Show gathers the detail of r, a run of kind k. A running one whose progress cannot be
 // queried (no worker) is still shown: unanswered says why its Progress is missing.
-func (k Kind[In, Prog, Res]) Show(ctx context.Context, tc client.Client, r Run) (d Detail[In, Prog, Res], unanswered, err error) {
+func (k Kind[In, Prog, Res]) Show(ctx context.Context, tc client.Client, dc converter.DataConverter, r Run) (d Detail[In, Prog, Res], unanswered, err error) {
 	d.Run = r
-	in, err := runInput[In](ctx, tc, r.WorkflowID, r.RunID)
+	in, err := runInput[In](ctx, tc, dc, r.WorkflowID, r.RunID)
 	if err != nil {
 		return d, nil, err
 	}
@@ -159,8 +159,9 @@ func (k Kind[In, Prog, Res]) Show(ctx context.Context, tc client.Client, r Run) 
 	return d, nil, nil
 }
 
-// runInput reads the input of a run from its first history event.
-func runInput[In any](ctx context.Context, tc client.Client, id, runID string) (In, error) {
+// runInput reads the input of a run from its first history event, decoding it with tc's
+// data converter dc (the SDK hands history payloads over as they are stored).
+func runInput[In any](ctx context.Context, tc client.Client, dc converter.DataConverter, id, runID string) (In, error) {
 	var in In
 	events := tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !events.HasNext() {
@@ -174,7 +175,7 @@ func runInput[In any](ctx context.Context, tc client.Client, id, runID string) (
 	if started == nil {
 		return in, fmt.Errorf("history of migration %s does not start with its input", id)
 	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in); err != nil {
+	if err := dc.FromPayloads(started.GetInput(), &in); err != nil {
 		return in, fmt.Errorf("input of migration %s: %w", id, err)
 	}
 	return in, nil

@@ -6,13 +6,16 @@
 package moves
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/region/tickets"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -40,14 +43,19 @@ var (
 		Workflow: workflows.MigrateMachine,
 		noun:     "migration", subject: "migration",
 		undone: "the steps it had done were undone",
-		redact: workflows.MigrateMachineInput.Redacted, // a user's ticket may still be unspent
+		redact: func(in workflows.MigrateMachineInput) workflows.MigrateMachineInput {
+			grant := in.Grant
+			in = in.Redacted() // a user's ticket may still be unspent
+			in.Grant = RedactGrant(grant)
+			return in
+		},
 	}
 	Transfer = Kind[workflows.TransferRackInput, workflows.TransferProgress, workflows.TransferRackResult]{
 		Workflow: workflows.TransferRack,
 		noun:     "transfer", subject: "rack transfer",
 		undone: "the steps it had done before the repoint were undone",
 		redact: func(in workflows.TransferRackInput) workflows.TransferRackInput {
-			in.Grant = workflows.Redact(in.Grant) // a grant authorises moves until it expires
+			in.Grant = RedactGrant(in.Grant)
 			return in
 		},
 	}
@@ -58,18 +66,40 @@ var (
 		noun:     "batch", subject: "batch",
 		undone:     "the machines it had moved were undone",
 		noProgress: true,
+		redact: func(in workflows.MigrateMachineBatchInput) workflows.MigrateMachineBatchInput {
+			in.Grant = RedactGrant(in.Grant)
+			return in
+		},
 	}
 	Bulk = Kind[workflows.BulkMigrateInput, workflows.BulkProgress, workflows.BulkMigrateResult]{
 		Workflow: workflows.BulkMigrate,
 		noun:     "bulk migration", subject: "bulk migration",
 		undone:    "its running migrations undid their steps",
 		latestRun: true,
-		redact: func(in workflows.BulkMigrateInput) workflows.BulkMigrateInput {
-			in.Grant = workflows.Redact(in.Grant)
-			return in
-		},
+		redact:    redactBulk,
 	}
 )
+
+// redactBulk is in without its grant's secret, for showing it.
+func redactBulk(in workflows.BulkMigrateInput) workflows.BulkMigrateInput {
+	in.Grant = RedactGrant(in.Grant)
+	return in
+}
+
+// RedactGrant shows a grant without its secret, for every output: its ID, who it was issued
+// to and when it expires, which is what an operator needs to find and revoke it. The token
+// itself authorises moves until it expires, so it is never shown; one that does not parse
+// as a grant shows as workflows.RedactedTicket.
+func RedactGrant(token string) string {
+	if token == "" {
+		return ""
+	}
+	c, err := tickets.ParseGrant(token)
+	if err != nil {
+		return workflows.RedactedTicket
+	}
+	return fmt.Sprintf("%s grant %s to %s, expires %s", workflows.RedactedTicket, c.ID, c.GrantedTo, time.Unix(c.Expires, 0).UTC().Format(time.RFC3339))
+}
 
 // Type is the workflow type of k's runs, as the worker registers it.
 func (k Kind[In, Prog, Res]) Type() string { return typeName(k.Workflow) }

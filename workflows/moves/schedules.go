@@ -87,7 +87,7 @@ type Schedule struct {
 
 // ListSchedules returns the bulk migration schedules by name; other schedules of the
 // namespace are left out.
-func ListSchedules(ctx context.Context, tc client.Client) ([]Schedule, error) {
+func ListSchedules(ctx context.Context, tc client.Client, dc converter.DataConverter) ([]Schedule, error) {
 	it, err := tc.ScheduleClient().List(ctx, client.ScheduleListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
@@ -113,13 +113,13 @@ func ListSchedules(ctx context.Context, tc client.Client) ([]Schedule, error) {
 			}
 		}
 		fields := e.Memo.GetFields()
-		dc := converter.GetDefaultDataConverter()
 		if p := fields[memoCron]; p != nil {
 			_ = dc.FromPayload(p, &s.Cron) // a memo written by hand shows empty
 		}
 		if p := fields[memoInput]; p != nil {
 			_ = dc.FromPayload(p, &s.Input)
 		}
+		s.Input = redactBulk(s.Input)
 		list = append(list, s)
 	}
 	slices.SortFunc(list, func(a, b Schedule) int { return strings.Compare(a.Name, b.Name) })
@@ -128,17 +128,40 @@ func ListSchedules(ctx context.Context, tc client.Client) ([]Schedule, error) {
 
 // DeleteSchedule deletes schedule name and returns the grant its bulk migration carried
 // (empty if its memo does not say), for the caller to revoke; running bulk migrations go on.
-func DeleteSchedule(ctx context.Context, tc client.Client, name string) (grant string, err error) {
+func DeleteSchedule(ctx context.Context, tc client.Client, dc converter.DataConverter, name string) (grant string, err error) {
 	err = onSchedule(ctx, tc, name, func(h client.ScheduleHandle) error {
-		if desc, err := h.Describe(ctx); err == nil {
-			var in workflows.BulkMigrateInput
-			if p := desc.Memo.GetFields()[memoInput]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &in) == nil {
-				grant = in.Grant
-			}
+		if in, err := scheduleInput(ctx, h, dc); err == nil {
+			grant = in.Grant
 		}
 		return h.Delete(ctx)
 	})
 	return grant, err
+}
+
+// ScheduleInput is the input of schedule name's bulk migrations, its grant redacted.
+func ScheduleInput(ctx context.Context, tc client.Client, dc converter.DataConverter, name string) (in workflows.BulkMigrateInput, err error) {
+	err = onSchedule(ctx, tc, name, func(h client.ScheduleHandle) error {
+		in, err = scheduleInput(ctx, h, dc)
+		return err
+	})
+	return redactBulk(in), err
+}
+
+// scheduleInput reads the input a schedule's memo records.
+func scheduleInput(ctx context.Context, h client.ScheduleHandle, dc converter.DataConverter) (workflows.BulkMigrateInput, error) {
+	var in workflows.BulkMigrateInput
+	desc, err := h.Describe(ctx)
+	if err != nil {
+		return in, err
+	}
+	p := desc.Memo.GetFields()[memoInput]
+	if p == nil {
+		return in, fmt.Errorf("schedule %s records no input in its memo", h.GetID())
+	}
+	if err := dc.FromPayload(p, &in); err != nil {
+		return in, fmt.Errorf("input of schedule %s: %w", h.GetID(), err)
+	}
+	return in, nil
 }
 
 // TriggerSchedule starts schedule name's bulk migration now (skipped while one still runs).
