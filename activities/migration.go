@@ -234,13 +234,25 @@ func (a *Activities) Quiesce(ctx context.Context, ref MachineRef) error {
 // Nor when the machine is gone: a region refuses to delete a machine a migration holds, so an
 // operator deleted it before the quiesce held it, and there is nothing to undo (it is the
 // first undo pushed, so the last to run: stopping would only misreport the move).
+//
+// A source that is a stub again is a finalize that landed after the undos of the finalize and
+// of the copy ran: the copy on the target is undone, so the stub is the machine's only record
+// and is restored first, or the machine would be active on no region.
 func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
 	r, m, err := a.machine(ctx, ref)
 	if isNotFound(err) {
 		return nil
 	}
-	if err != nil || m.Meta[api.MetaMigrating] != ref.Migration {
+	if err != nil {
 		return err
+	}
+	if isRedirectStub(m) {
+		if m, err = r.RestoreMigration(ctx, ref.Machine); err != nil {
+			return classify(err, "restore machine %s on %s, finalized after its undo", ref.Machine, ref.Region)
+		}
+	}
+	if m.Meta[api.MetaMigrating] != ref.Migration {
+		return nil
 	}
 	_, err = r.Unquiesce(ctx, ref.Machine)
 	return classify(err, "unquiesce machine %s on %s", ref.Machine, ref.Region)

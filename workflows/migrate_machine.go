@@ -155,8 +155,7 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 	steps := m.plan()
 	m.progress.StepsTotal += len(steps)
 	for _, s := range steps {
-		if m.promise && ctx.Err() != nil {
-			// Cancelled while the last step ran (and was waited for): the next one never starts.
+		if cancelledBetweenSteps(ctx, m.promise) {
 			return m.fail(ctx, s.phase, temporal.NewCanceledError())
 		}
 		if err := m.setPhase(ctx, s.phase); err != nil {
@@ -350,7 +349,7 @@ func (m *migration) mintTicket(ctx workflow.Context) error {
 }
 
 func (m *migration) quiesce(ctx workflow.Context) error {
-	return call(ctx, m.opts.hold, acts.Quiesce, m.ref(m.in.SourceRegion), nil)
+	return call(ctx, awaitedOnCancel(ctx, m.promise, holdAwaitedChange, regionCallOptions), acts.Quiesce, m.ref(m.in.SourceRegion), nil)
 }
 
 func (m *migration) unquiesce(ctx workflow.Context) error {
@@ -381,7 +380,7 @@ func (m *migration) deleteCopy(ctx workflow.Context) error {
 func (m *migration) finalize(ctx workflow.Context) error {
 	m.finalizing = true
 	in := activities.FinalizeInput{MachineRef: m.ref(m.in.SourceRegion), RedirectEndpoint: m.machine.TargetEndpoint}
-	return call(ctx, regionCallOptions, acts.FinalizeMigration, in, nil)
+	return call(ctx, awaitedOnCancel(ctx, m.promise, finalizeAwaitedChange, regionCallOptions), acts.FinalizeMigration, in, nil)
 }
 
 func (m *migration) restore(ctx workflow.Context) error {

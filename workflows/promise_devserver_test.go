@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -229,48 +230,53 @@ func historyHas(ctx context.Context, t *testing.T, c client.Client, run client.W
 	return false
 }
 
-// slowQuiesce is a region whose Quiesce waits for release (the hold in flight when the
-// migration is cancelled), lands anyway, and then closes landed.
-type slowQuiesce struct {
-	*regiontest.Region
-	started, release, landed chan struct{}
-}
-
-func (r *slowQuiesce) Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
-	close(r.started)
-	<-r.release
-	defer close(r.landed)
-	return r.Region.Quiesce(context.WithoutCancel(ctx), key, req)
-}
-
-// A cancel while the quiesce is in flight waits for its answer before undoing it: an
-// Unquiesce that runs first finds nothing to undo, and the quiesce landing after it leaves the
-// machine held by a migration that has ended (found by the kill-point harness, quiesce/cancel).
-func TestMigrateMachineCancelDuringQuiesceOnDevServer(t *testing.T) {
+// A cancel while a step's one request is in flight waits for its answer before undoing it:
+// an Unquiesce that runs first finds nothing to undo, and the quiesce landing after it leaves
+// the machine held by a migration that has ended (the kill-point harness, quiesce/cancel); a
+// finalize landing after the undos of the finalize and of the copy leaves the source a stub
+// with the target's copy undone (finalize/cancel-in-undo). With -record it writes each run's
+// history.
+func TestMigrateMachineCancelDuringRequestOnDevServer(t *testing.T) {
 	c := devServer(t)
-	journal := &regiontest.Journal{}
-	east := &slowQuiesce{Region: regiontest.New("east", "https://east.example:5240", journal), started: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
-	west := regiontest.New("west", "https://west.example:5240", journal)
-	east.Put(birdy())
-	east.PutJobs(birdyJobs(api.JobFinished)...)
-	ctx, run := startEastWestMigration(t, c, east, west)
-	<-east.started
-	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-		t.Fatal(err)
-	}
-	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
-		time.Sleep(20 * time.Millisecond) // polling the history for the request
-	}
-	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "Unquiesce") {
-		t.Error("the undo of the quiesce was scheduled while the quiesce still ran")
-	}
-	close(east.release)
-	if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
-		t.Fatalf("workflow error %v, want a cancelled migration", err)
-	}
-	<-east.landed
-	if m, _ := east.Machine(birdyUUID); !m.Runnable || m.Meta[api.MetaMigrating] != "" {
-		t.Errorf("source left held after the cancelled migration: Runnable=%v Meta=%v", m.Runnable, m.Meta)
+	for _, tt := range []struct {
+		method, undo string // the held region call, and the undo that must wait for it
+	}{
+		{"Quiesce", "Unquiesce"},
+		{"FinalizeMigration", "RestoreMigration"},
+	} {
+		t.Run(tt.method, func(t *testing.T) {
+			journal := &regiontest.Journal{}
+			east := regiontest.New("east", "https://east.example:5240", journal)
+			west := regiontest.New("west", "https://west.example:5240", journal)
+			east.Put(birdy())
+			east.PutJobs(birdyJobs(api.JobFinished)...)
+			held, release := east.Hold(tt.method)
+			defer release()
+			ctx, run := startEastWestMigration(t, c, east, west)
+			<-held
+			if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
+				t.Fatal(err)
+			}
+			for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
+				time.Sleep(20 * time.Millisecond) // polling the history for the request
+			}
+			if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, tt.undo) {
+				t.Errorf("the undo %s was scheduled while %s still ran", tt.undo, tt.method)
+			}
+			release()
+			if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
+				t.Fatalf("workflow error %v, want a cancelled migration", err)
+			}
+			if m, _ := east.Machine(birdyUUID); !reflect.DeepEqual(m, birdy()) {
+				t.Errorf("source after the cancelled migration:\n got %+v\nwant %+v", m, birdy())
+			}
+			if m, ok := west.Machine(birdyUUID); ok && !isStubTo(m, "https://east.example:5240") {
+				t.Errorf("target holds %+v after cancel, want nothing or a stub sending the agent back", m)
+			}
+			if *record {
+				writeHistory(ctx, t, c, run, filepath.Join("testdata", "cancel_during_"+strings.ToLower(tt.method)+"_history.json"))
+			}
+		})
 	}
 }
 

@@ -150,7 +150,7 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	if err := t.ctl.register(ctx, in.SourceRegion, TransferRackID(in.Rack), in.Window); err != nil {
 		return TransferRackResult{}, err
 	}
-	if err := in.check(); err != nil {
+	if err := in.check(capsWindow(ctx, in.Window)); err != nil {
 		return t.fail(ctx, PhaseValidating, err)
 	}
 	if err := checkOwnID(ctx, "the transfer of rack "+in.Rack, TransferRackID(in.Rack)); err != nil {
@@ -190,8 +190,7 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 			}
 			continue
 		}
-		if t.promise && ctx.Err() != nil {
-			// Cancelled while the last step ran (and was waited for): the next one never starts.
+		if cancelledBetweenSteps(ctx, t.promise) {
 			return t.fail(ctx, s.phase, temporal.NewCanceledError())
 		}
 		if err := t.setPhase(ctx, s.phase); err != nil {
@@ -223,7 +222,18 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	return t.result, err
 }
 
-func (in TransferRackInput) check() error {
+// transferWindowCapChange is the GetVersion change ID of the refusal of a window above
+// MaxBulkWindow: runs recorded before it moved at any window.
+const transferWindowCapChange = "transfer-window-cap"
+
+// capsWindow reports whether this run refuses a window above MaxBulkWindow. GetVersion is
+// asked only of such a window, so other runs carry no marker.
+func capsWindow(ctx workflow.Context, window int) bool {
+	return window > MaxBulkWindow && workflow.GetVersion(ctx, transferWindowCapChange, workflow.DefaultVersion, 1) >= 1
+}
+
+// check refuses an invalid input; capWindow refuses a window above MaxBulkWindow too.
+func (in TransferRackInput) check(capWindow bool) error {
 	var problems []error
 	if in.SourceRegion == "" {
 		problems = append(problems, errors.New("SourceRegion is empty"))
@@ -237,7 +247,7 @@ func (in TransferRackInput) check() error {
 	if id, err := uuid.Parse(in.Rack); err != nil || id.String() != in.Rack {
 		problems = append(problems, fmt.Errorf("Rack %q is not a lower-case UUID", in.Rack))
 	}
-	if in.Window < 0 || in.Window > MaxBulkWindow {
+	if in.Window < 0 || (capWindow && in.Window > MaxBulkWindow) {
 		problems = append(problems, fmt.Errorf("Window %d is not between 1 and %d (0: the default)", in.Window, MaxBulkWindow))
 	}
 	if in.WaitForRunningJob < 0 {
@@ -299,7 +309,7 @@ func (t *rackTransfer) validate(ctx workflow.Context) error {
 }
 
 func (t *rackTransfer) pause(ctx workflow.Context) error {
-	return call(ctx, t.opts.hold, acts.PauseRack, t.source(), nil)
+	return call(ctx, awaitedOnCancel(ctx, t.promise, holdAwaitedChange, regionCallOptions), acts.PauseRack, t.source(), nil)
 }
 
 func (t *rackTransfer) unpause(ctx workflow.Context) error {

@@ -85,6 +85,7 @@ func (snap snapshot) live(m api.Machine) api.Machine {
 // onMachine runs fn on the machine at key, under the lock, once the call is recorded and no
 // failure is injected.
 func onMachine[T any](r *Region, method, key string, fn func(m api.Machine) (T, error)) (T, error) {
+	r.waitIfHeld(method)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var zero T
