@@ -31,8 +31,11 @@ import (
 type fault string
 
 const (
-	faultKillWorker      fault = "kill-worker"      // SIGKILL the worker process, start another
-	faultCancel          fault = "cancel"           // cancel the workflow
+	faultKillWorker fault = "kill-worker" // SIGKILL the worker process, start another
+	faultCancel     fault = "cancel"      // cancel the workflow
+	// cancel-in-undo cancels the workflow and lets the held request land just before the
+	// move's next change reaches a region (an undo's, unless the move waits for the step).
+	faultCancelInUndo    fault = "cancel-in-undo"
 	faultTerminateParent fault = "terminate-parent" // terminate the bulk run the move is part of (at a rack point: the transfer)
 	// terminate the rack transfer whose child migration is at the point
 	faultTerminateTransfer fault = "terminate-transfer"
@@ -42,7 +45,7 @@ const (
 	faultStopTarget        fault = "stop-target"      // ... or the destination's
 )
 
-var allFaults = []fault{faultKillWorker, faultCancel, faultTerminateParent, faultTerminateTransfer, faultDeleteSource, faultDeleteTarget, faultStopSource, faultStopTarget}
+var allFaults = []fault{faultKillWorker, faultCancel, faultCancelInUndo, faultTerminateParent, faultTerminateTransfer, faultDeleteSource, faultDeleteTarget, faultStopSource, faultStopTarget}
 
 // moveIDs name the regions and objects of one run.
 type moveIDs struct {
@@ -418,6 +421,24 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 			rep.faultNote = "the move ended while its step's request was held"
 		case <-time.After(e.cfg.release):
 			rep.faultNote = fmt.Sprintf("the step's request released %s after the fault", e.cfg.release)
+		}
+		tr.Release()
+	case faultCancelInUndo:
+		tr.releaseBeforeNextChange()
+		if err := e.s.Client.CancelWorkflow(ctx, run.run.GetID(), ""); err != nil {
+			rep.violate("cancel %s: %v", run.run.GetID(), err)
+		}
+		// A move that waits for its step makes no change before the held request is let go:
+		// it goes after the grace, as for a cancel.
+		select {
+		case <-tr.answered:
+			rep.faultNote = "the step's request landed just before the move's next change"
+		case <-tr.abandoned:
+			rep.faultNote = "the step's request was abandoned"
+		case <-run.done:
+			rep.faultNote = "the move ended while its step's request was held"
+		case <-time.After(e.cfg.release):
+			rep.faultNote = fmt.Sprintf("the step's request released %s after the fault: the move made no change while it waited", e.cfg.release)
 		}
 		tr.Release()
 	case faultDeleteSource, faultDeleteTarget:

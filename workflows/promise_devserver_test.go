@@ -175,7 +175,7 @@ func (r *slowImport) Import(ctx context.Context, req api.ImportRequest) (api.Mac
 	return r.Region.Import(context.WithoutCancel(ctx), req)
 }
 
-// Item 4 of issue 10, on a real server: a cancel during the copy waits for the copy to stop
+// On a real server, a cancel during the copy waits for the copy to stop
 // (the activity heartbeats and is waited for) before the undo runs, so the undo removes what
 // the import left instead of running beside it and leaving an orphan copy on the target.
 func TestMigrateMachineCancelDuringCopyOnDevServer(t *testing.T) {
