@@ -100,6 +100,9 @@ type TransferProgress struct {
 	// machines run at once from the next start on (0: the default).
 	Paused bool `json:",omitempty"`
 	Window int  `json:",omitempty"`
+	// Operator lists the operator requests on a stuck undo (CompensationUpdate): when, who,
+	// what and why.
+	Operator []string `json:",omitempty"`
 }
 
 // TransferRack moves a rack controller, with everything it serves, from one region to
@@ -145,6 +148,12 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	t.comps.SetPhase = func(ctx workflow.Context, phase string) {
 		if err := t.setPhase(ctx, phase); err != nil {
 			t.progress.Errors = append(t.progress.Errors, err.Error())
+		}
+	}
+	if workflow.GetVersion(ctx, transferCompensationUpdateChange, workflow.DefaultVersion, 1) >= 1 {
+		t.comps.OnOperator = func(note string) { t.progress.Operator = append(t.progress.Operator, note) }
+		if err := t.comps.RegisterUpdate(ctx); err != nil {
+			return TransferRackResult{}, fmt.Errorf("register compensation update: %w", err)
 		}
 	}
 	if err := t.ctl.register(ctx, in.SourceRegion, TransferRackID(in.Rack), in.Window); err != nil {
@@ -221,6 +230,11 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	t.ctl.finish(ctx)
 	return t.result, err
 }
+
+// transferCompensationUpdateChange is the GetVersion change ID of the compensation Update on
+// TransferRack, the operator's way out of a stuck undo (as on MigrateMachine): runs recorded
+// before it have no handler for it.
+const transferCompensationUpdateChange = "transfer-compensation-update"
 
 // transferWindowCapChange is the GetVersion change ID of the refusal of a window above
 // MaxBulkWindow: runs recorded before it moved at any window.
@@ -490,6 +504,7 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 func (t *rackTransfer) query() (TransferProgress, error) {
 	p := t.progress
 	p.Errors = append([]string(nil), t.progress.Errors...)
+	p.Operator = append([]string(nil), t.progress.Operator...)
 	p.Paused, p.Window = t.ctl.state.Paused, t.ctl.current().Window
 	return p, nil
 }
