@@ -247,14 +247,14 @@ func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
 		return err
 	}
 	if isRedirectStub(m) {
-		if m, err = r.RestoreMigration(ctx, ref.Machine); err != nil {
+		if m, err = r.RestoreMigrationFor(ctx, ref.Machine, ref.Migration); err != nil {
 			return classify(err, "restore machine %s on %s, finalized after its undo", ref.Machine, ref.Region)
 		}
 	}
 	if m.Meta[api.MetaMigrating] != ref.Migration {
 		return nil
 	}
-	_, err = r.Unquiesce(ctx, ref.Machine)
+	_, err = r.UnquiesceFor(ctx, ref.Machine, ref.Migration)
 	return classify(err, "unquiesce machine %s on %s", ref.Machine, ref.Region)
 }
 
@@ -361,7 +361,7 @@ func (a *Activities) FinalizeMigration(ctx context.Context, in FinalizeInput) er
 	if err != nil || m.Meta[api.MetaRedirectEndpoint] == in.RedirectEndpoint {
 		return err
 	}
-	_, err = r.FinalizeMigration(ctx, in.Machine, api.FinalizeRequest{RedirectEndpoint: in.RedirectEndpoint})
+	_, err = r.FinalizeMigrationFor(ctx, in.Machine, in.Migration, api.FinalizeRequest{RedirectEndpoint: in.RedirectEndpoint})
 	return classify(err, "finalize machine %s on %s", in.Machine, in.Region)
 }
 
@@ -373,7 +373,7 @@ func (a *Activities) RestoreMigration(ctx context.Context, ref MachineRef) error
 	if err != nil || m.Meta[api.MetaRedirectEndpoint] == "" {
 		return err
 	}
-	_, err = r.RestoreMigration(ctx, ref.Machine)
+	_, err = r.RestoreMigrationFor(ctx, ref.Machine, ref.Migration)
 	return classify(err, "restore machine %s on %s", ref.Machine, ref.Region)
 }
 
@@ -383,7 +383,7 @@ func (a *Activities) Activate(ctx context.Context, ref MachineRef) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.Activate(ctx, ref.Machine)
+	_, err = r.ActivateFor(ctx, ref.Machine, ref.Migration)
 	return classify(err, "activate machine %s on %s", ref.Machine, ref.Region)
 }
 
