@@ -16,6 +16,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
@@ -284,6 +285,12 @@ func TestMigrateMachineCancelDuringRequestOnDevServer(t *testing.T) {
 // fakes and starts MigrateMachine of birdy from east to west; the worker stops with the test.
 func startEastWestMigration(t *testing.T, c client.Client, east, west activities.Region) (context.Context, client.WorkflowRun) {
 	t.Helper()
+	return startEastWestMigrationOf(t, c, east, west, input())
+}
+
+// startEastWestMigrationOf is startEastWestMigration with input in.
+func startEastWestMigrationOf(t *testing.T, c client.Client, east, west activities.Region, in workflows.MigrateMachineInput) (context.Context, client.WorkflowRun) {
+	t.Helper()
 	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
 		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
 	}, func(rc activities.RegionConfig) activities.Region {
@@ -302,9 +309,69 @@ func startEastWestMigration(t *testing.T, c client.Client, east, west activities
 	t.Cleanup(w.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ctx, run
+}
+
+// On a real server: a migration waits for a running job with spaced-out checks, then fails
+// naming it; an undo failing three times, each retried at once by the operator, is stuck and
+// backs off further, then succeeds. With -record it writes both histories.
+func TestMigrateMachineBoundedLoopsOnDevServer(t *testing.T) {
+	c := devServer(t)
+	newRegions := func() (*regiontest.Region, *regiontest.Region) {
+		journal := &regiontest.Journal{}
+		east := regiontest.New("east", "https://east.example:5240", journal)
+		west := regiontest.New("west", "https://west.example:5240", journal)
+		east.Put(birdy())
+		return east, west
+	}
+	t.Run("job wait", func(t *testing.T) {
+		east, west := newRegions()
+		east.PutJobs(birdyJobs(api.JobRunning)...)
+		in := input()
+		in.WaitForRunningJob = time.Second
+		ctx, run := startEastWestMigrationOf(t, c, east, west, in)
+		if err := run.Get(ctx, nil); errorType(err) != workflows.ErrTypeJobRunning {
+			t.Fatalf("workflow error %v, want the job still running", err)
+		}
+		if *record {
+			writeHistory(ctx, t, c, run, filepath.Join("testdata", "bounded_job_wait_history.json"))
+		}
+	})
+	t.Run("stuck undo", func(t *testing.T) {
+		east, west := newRegions()
+		east.PutJobs(birdyJobs(api.JobFinished)...)
+		east.Fail("FinalizeMigration", http.StatusUnprocessableEntity, -1)
+		west.Fail("RedirectCopy", http.StatusForbidden, 3) // three tries: a refusal is not retried within one
+		ctx, run := startEastWestMigrationOf(t, c, east, west, input())
+		for retried := range 3 {
+			testutil.Eventually(t, 20*time.Second, "a failure of the undo", func() bool {
+				v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
+				var p workflows.Progress
+				return err == nil && v.Get(&p) == nil && len(p.Errors) > 1+retried
+			})
+			h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "token fixed", By: "alice"}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Get(ctx, nil); err != nil {
+				t.Fatalf("retry %d: %v", retried+1, err)
+			}
+		}
+		if err := run.Get(ctx, nil); errorType(err) != activities.ErrTypeRegionRefused {
+			t.Fatalf("workflow error %v, want the refused finalize", err)
+		}
+		if m, _ := east.Machine(birdyUUID); !m.Runnable {
+			t.Errorf("source not restored: %+v", m)
+		}
+		if *record {
+			writeHistory(ctx, t, c, run, filepath.Join("testdata", "stuck_undo_backoff_history.json"))
+		}
+	})
 }

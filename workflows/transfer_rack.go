@@ -159,7 +159,7 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	if err := t.ctl.register(ctx, in.SourceRegion, TransferRackID(in.Rack), in.Window); err != nil {
 		return TransferRackResult{}, err
 	}
-	if err := in.check(capsWindow(ctx, in.Window)); err != nil {
+	if err := in.check(capsWindow(ctx, in.Window), checkJobWait(ctx, in.WaitForRunningJob)); err != nil {
 		return t.fail(ctx, PhaseValidating, err)
 	}
 	if err := checkOwnID(ctx, "the transfer of rack "+in.Rack, TransferRackID(in.Rack)); err != nil {
@@ -246,9 +246,9 @@ func capsWindow(ctx workflow.Context, window int) bool {
 	return window > MaxBulkWindow && workflow.GetVersion(ctx, transferWindowCapChange, workflow.DefaultVersion, 1) >= 1
 }
 
-// check refuses an invalid input; capWindow refuses a window above MaxBulkWindow too.
-func (in TransferRackInput) check(capWindow bool) error {
-	var problems []error
+// check refuses an invalid input, with the problems found by the workflow's own checks;
+// capWindow refuses a window above MaxBulkWindow too.
+func (in TransferRackInput) check(capWindow bool, problems ...error) error {
 	if in.SourceRegion == "" {
 		problems = append(problems, errors.New("SourceRegion is empty"))
 	}
