@@ -404,8 +404,11 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 		e.startWorker()
 		rep.faultNote = "worker killed with the step's request in flight"
 		tr.Release()
-	case faultCancel, faultTerminateParent, faultTerminateTransfer:
-		if f == faultCancel {
+	case faultCancel, faultCancelInUndo, faultTerminateParent, faultTerminateTransfer:
+		if f == faultCancelInUndo {
+			tr.releaseBeforeNextChange()
+		}
+		if f == faultCancel || f == faultCancelInUndo {
 			if err := e.s.Client.CancelWorkflow(ctx, run.run.GetID(), ""); err != nil {
 				rep.violate("cancel %s: %v", run.run.GetID(), err)
 			}
@@ -413,23 +416,9 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 			rep.violate("terminate %s: %v", parent.GetID(), err)
 		}
 		// The held request goes on once the workflow dropped it (its activity was cancelled),
-		// ended, or after the grace a slow undo gets: whichever comes first.
-		select {
-		case <-tr.abandoned:
-			rep.faultNote = "the step's request was abandoned"
-		case <-run.done:
-			rep.faultNote = "the move ended while its step's request was held"
-		case <-time.After(e.cfg.release):
-			rep.faultNote = fmt.Sprintf("the step's request released %s after the fault", e.cfg.release)
-		}
-		tr.Release()
-	case faultCancelInUndo:
-		tr.releaseBeforeNextChange()
-		if err := e.s.Client.CancelWorkflow(ctx, run.run.GetID(), ""); err != nil {
-			rep.violate("cancel %s: %v", run.run.GetID(), err)
-		}
-		// A move that waits for its step makes no change before the held request is let go:
-		// it goes after the grace, as for a cancel.
+		// ended, or after the grace a slow undo gets: whichever comes first; for
+		// cancel-in-undo, also just before the move's next change reaches a region. A move
+		// that waits for its step makes no change before that: it goes after the grace.
 		select {
 		case <-tr.answered:
 			rep.faultNote = "the step's request landed just before the move's next change"
@@ -438,7 +427,7 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 		case <-run.done:
 			rep.faultNote = "the move ended while its step's request was held"
 		case <-time.After(e.cfg.release):
-			rep.faultNote = fmt.Sprintf("the step's request released %s after the fault: the move made no change while it waited", e.cfg.release)
+			rep.faultNote = fmt.Sprintf("the step's request released %s after the fault", e.cfg.release)
 		}
 		tr.Release()
 	case faultDeleteSource, faultDeleteTarget:

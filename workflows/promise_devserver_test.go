@@ -188,17 +188,7 @@ func TestMigrateMachineCancelDuringCopyOnDevServer(t *testing.T) {
 	east.PutJobs(birdyJobs(api.JobFinished)...)
 	ctx, run := startEastWestMigration(t, c, east, west)
 	<-west.started
-	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-		t.Fatal(err)
-	}
-	// The workflow asks the copy to stop in the same workflow task as it would schedule the
-	// undo without waiting: once the request is in history, no undo may be there yet.
-	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
-		time.Sleep(20 * time.Millisecond) // polling the history for the request
-	}
-	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "UndoCopy") {
-		t.Error("the undo of the copy was scheduled while the copy still ran")
-	}
+	cancelWhileStepRuns(ctx, t, c, run, "UndoCopy")
 	close(west.release)
 	if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
 		t.Fatalf("workflow error %v, want a cancelled migration", err)
@@ -255,15 +245,7 @@ func TestMigrateMachineCancelDuringRequestOnDevServer(t *testing.T) {
 			defer release()
 			ctx, run := startEastWestMigration(t, c, east, west)
 			<-held
-			if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-				t.Fatal(err)
-			}
-			for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
-				time.Sleep(20 * time.Millisecond) // polling the history for the request
-			}
-			if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, tt.undo) {
-				t.Errorf("the undo %s was scheduled while %s still ran", tt.undo, tt.method)
-			}
+			cancelWhileStepRuns(ctx, t, c, run, tt.undo)
 			release()
 			if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
 				t.Fatalf("workflow error %v, want a cancelled migration", err)
@@ -278,6 +260,38 @@ func TestMigrateMachineCancelDuringRequestOnDevServer(t *testing.T) {
 				writeHistory(ctx, t, c, run, filepath.Join("testdata", "cancel_during_"+strings.ToLower(tt.method)+"_history.json"))
 			}
 		})
+	}
+}
+
+// cancelWhileStepRuns cancels run while a step's activity runs and checks that undo is not
+// scheduled before the step ended: the workflow asks the step to stop in the same workflow
+// task as it would schedule the undo without waiting, so once the request is in history no
+// undo may be there yet.
+func cancelWhileStepRuns(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, undo string) {
+	t.Helper()
+	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
+		time.Sleep(20 * time.Millisecond) // polling the history for the request
+	}
+	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, undo) {
+		t.Errorf("the undo %s was scheduled while its step still ran", undo)
+	}
+}
+
+// operatorRetries sends the operator's retry of the failing undo of run and waits for its answer.
+func operatorRetries(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun) {
+	t.Helper()
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "fixed", By: "alice"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		t.Fatalf("retry: %v", err)
 	}
 }
 
@@ -353,16 +367,7 @@ func TestMigrateMachineBoundedLoopsOnDevServer(t *testing.T) {
 				var p workflows.Progress
 				return err == nil && v.Get(&p) == nil && len(p.Errors) > 1+retried
 			})
-			h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-				Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "token fixed", By: "alice"}},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Get(ctx, nil); err != nil {
-				t.Fatalf("retry %d: %v", retried+1, err)
-			}
+			operatorRetries(ctx, t, c, run)
 		}
 		if err := run.Get(ctx, nil); errorType(err) != activities.ErrTypeRegionRefused {
 			t.Fatalf("workflow error %v, want the refused finalize", err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -145,15 +144,7 @@ func TestTransferRackCancelRetryAndRefusalOnDevServer(t *testing.T) {
 		acts.pauseHeld, acts.pauseRelease = make(chan struct{}), make(chan struct{})
 		ctx, run := start(t, acts, transferInput(2))
 		<-acts.pauseHeld
-		if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-			t.Fatal(err)
-		}
-		for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
-			time.Sleep(20 * time.Millisecond) // polling the history for the request
-		}
-		if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "UnpauseRack") {
-			t.Error("the unpause was scheduled while the pause still ran")
-		}
+		cancelWhileStepRuns(ctx, t, c, run, "UnpauseRack")
 		close(acts.pauseRelease)
 		if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
 			t.Fatalf("workflow error %v, want a cancelled transfer", err)
@@ -169,16 +160,7 @@ func TestTransferRackCancelRetryAndRefusalOnDevServer(t *testing.T) {
 		ctx, run := start(t, acts, transferInput(2))
 		testutil.Eventually(t, 20*time.Second, "the undo failed", func() bool { return acts.failures() > 1 }) // the copy's, then the unpause's
 		acts.setFail("UnpauseRack", false)
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "rack reachable again", By: "alice"}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Get(ctx, nil); err != nil {
-			t.Fatalf("update: %v", err)
-		}
+		operatorRetries(ctx, t, c, run)
 		if err := run.Get(ctx, nil); errorType(err) != "Refused" {
 			t.Fatalf("workflow error %v, want the refused copy", err)
 		}
