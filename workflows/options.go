@@ -8,10 +8,11 @@ import (
 )
 
 // promiseChange is the GetVersion change ID of the runs that keep the invariants at every
-// point (ARCHITECTURE.md "Moves and their invariants"): the ticket minted inside the copy, steps that change state waited for when
-// cancelled, undos that retry until they succeed and never destroy the last copy, the agent
-// brought back after a rollback, and the steps after the commit point finished whatever
-// happens. Runs recorded before replay their old command sequence.
+// point (ARCHITECTURE.md "Moves and their invariants"): the ticket minted inside the copy,
+// steps that change state waited for when cancelled, undos that retry until they succeed
+// and never destroy the last copy, the agent brought back after a rollback, and the steps
+// after the commit point finished whatever happens. Runs recorded before replay their old
+// command sequence.
 const promiseChange = "keep-promise"
 
 // keepsPromise reports whether this run takes the promiseChange paths.
