@@ -160,3 +160,50 @@ func TestMigrateBatchLeavesMachinesToTheRetryWhenTheWorkerStops(t *testing.T) {
 		t.Errorf("retry: %+v (%v), want both moved", res, err)
 	}
 }
+
+// A machine another migration has finalized to the same target, whose copy waits inactive
+// for that migration's agent, is not the batch's to activate: a retried batch takes such a
+// stub and copy for its own (finishMoved) and activates the copy, which the region refuses
+// for another migration than the one holding it; that migration's undo then still runs.
+func TestMigrateBatchLeavesAnotherMigrationsCopyInactive(t *testing.T) {
+	ctx := context.Background()
+	const held = "migrate-machine/m1"
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	east.Put(batchMachine("m1", "one"))
+	if _, err := east.Quiesce(ctx, "m1", api.QuiesceRequest{Migration: held}); err != nil {
+		t.Fatal(err)
+	}
+	ticket, err := west.MintTicket(ctx, api.TicketRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := east.Export(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := west.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b, Migration: held}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := east.FinalizeMigrationFor(ctx, "m1", held, api.FinalizeRequest{RedirectEndpoint: "https://west.example:5240"}); err != nil {
+		t.Fatal(err)
+	}
+
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+	if _, err := env.ExecuteActivity(a.Activate, activities.MachineRef{Region: "west", Machine: "m1", Migration: batchMigration}); err == nil {
+		t.Error("the batch's activation of the copy another migration holds succeeded")
+	}
+	if m, _ := west.Machine("m1"); m.Runnable {
+		t.Fatalf("the batch activated the copy migration %s holds: %+v", held, m)
+	}
+	// That migration's undo still runs.
+	if _, err := east.RestoreMigrationFor(ctx, "m1", held); err != nil {
+		t.Errorf("restore for %s: %v", held, err)
+	}
+	if _, err := west.RedirectCopy(ctx, "m1", api.RedirectCopyRequest{RedirectEndpoint: "https://east.example:5240", Migration: held}); err != nil {
+		t.Errorf("redirect copy for %s: %v", held, err)
+	}
+}

@@ -234,15 +234,27 @@ func (a *Activities) Quiesce(ctx context.Context, ref MachineRef) error {
 // Nor when the machine is gone: a region refuses to delete a machine a migration holds, so an
 // operator deleted it before the quiesce held it, and there is nothing to undo (it is the
 // first undo pushed, so the last to run: stopping would only misreport the move).
+//
+// A source that is a stub again is a finalize that landed after the undos of the finalize and
+// of the copy ran: the copy on the target is undone, so the stub is the machine's only record
+// and is restored first, or the machine would be active on no region.
 func (a *Activities) Unquiesce(ctx context.Context, ref MachineRef) error {
 	r, m, err := a.machine(ctx, ref)
 	if isNotFound(err) {
 		return nil
 	}
-	if err != nil || m.Meta[api.MetaMigrating] != ref.Migration {
+	if err != nil {
 		return err
 	}
-	_, err = r.Unquiesce(ctx, ref.Machine)
+	if isRedirectStub(m) {
+		if m, err = r.RestoreMigrationFor(ctx, ref.Machine, ref.Migration); err != nil {
+			return classify(err, "restore machine %s on %s, finalized after its undo", ref.Machine, ref.Region)
+		}
+	}
+	if m.Meta[api.MetaMigrating] != ref.Migration {
+		return nil
+	}
+	_, err = r.UnquiesceFor(ctx, ref.Machine, ref.Migration)
 	return classify(err, "unquiesce machine %s on %s", ref.Machine, ref.Region)
 }
 
@@ -349,7 +361,7 @@ func (a *Activities) FinalizeMigration(ctx context.Context, in FinalizeInput) er
 	if err != nil || m.Meta[api.MetaRedirectEndpoint] == in.RedirectEndpoint {
 		return err
 	}
-	_, err = r.FinalizeMigration(ctx, in.Machine, api.FinalizeRequest{RedirectEndpoint: in.RedirectEndpoint})
+	_, err = r.FinalizeMigrationFor(ctx, in.Machine, in.Migration, api.FinalizeRequest{RedirectEndpoint: in.RedirectEndpoint})
 	return classify(err, "finalize machine %s on %s", in.Machine, in.Region)
 }
 
@@ -361,7 +373,7 @@ func (a *Activities) RestoreMigration(ctx context.Context, ref MachineRef) error
 	if err != nil || m.Meta[api.MetaRedirectEndpoint] == "" {
 		return err
 	}
-	_, err = r.RestoreMigration(ctx, ref.Machine)
+	_, err = r.RestoreMigrationFor(ctx, ref.Machine, ref.Migration)
 	return classify(err, "restore machine %s on %s", ref.Machine, ref.Region)
 }
 
@@ -371,7 +383,7 @@ func (a *Activities) Activate(ctx context.Context, ref MachineRef) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.Activate(ctx, ref.Machine)
+	_, err = r.ActivateFor(ctx, ref.Machine, ref.Migration)
 	return classify(err, "activate machine %s on %s", ref.Machine, ref.Region)
 }
 

@@ -219,3 +219,33 @@ func hasType(err error, typ string) bool {
 	var appErr *temporal.ApplicationError
 	return errors.As(err, &appErr) && appErr.Type() == typ
 }
+
+// A finalize that lands after the undos of the finalize and of the copy ran leaves the source
+// a stub and the target a stub redirecting back: the undo of the quiesce restores the source
+// from its stub, so the machine is active on the source, not on no region.
+func TestUnquiesceRestoresSourceFinalizedAfterItsUndo(t *testing.T) {
+	f := newFixture(t)
+	before, _ := f.east.Machine(uuid)
+	copyIn := activities.CopyInput{Migration: migration, SourceRegion: "east", TargetRegion: "west", Machine: uuid}
+	finalize := activities.FinalizeInput{MachineRef: ref("east"), RedirectEndpoint: "https://west.example:5240"}
+	for _, s := range []struct {
+		activity, in any
+	}{
+		{a.Quiesce, ref("east")},
+		{a.ExportImport, copyIn},
+		{a.RestoreMigration, ref("east")},
+		{a.UndoCopy, activities.UndoCopyInput{Source: ref("east"), Target: ref("west"), RedirectBack: true}},
+		{a.FinalizeMigration, finalize}, // the late answer of the cancelled finalize
+		{a.Unquiesce, ref("east")},
+	} {
+		if err := f.exec(s.activity, s.in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, _ := f.east.Machine(uuid); !m.Runnable || m.Meta[api.MetaRedirectEndpoint] != "" || m.Meta[api.MetaMigrating] != "" || !slices.Equal(m.Profiles, before.Profiles) {
+		t.Errorf("source after the undos: %+v, want the machine live as before %+v", m, before)
+	}
+	if m, _ := f.west.Machine(uuid); m.Runnable || m.Meta[api.MetaRedirectEndpoint] != "https://east.example:5240" {
+		t.Errorf("target after the undos: %+v, want a stub redirecting to the source", m)
+	}
+}

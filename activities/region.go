@@ -24,12 +24,14 @@ type Region interface {
 	GetJob(ctx context.Context, key string) (api.Job, error)
 	MintTicket(ctx context.Context, req api.TicketRequest) (api.Ticket, error)
 	Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error)
-	Unquiesce(ctx context.Context, key string) (api.Machine, error)
+	// The steps of a migration name it (a workflow ID): a region refuses a step for a machine
+	// another migration holds.
+	UnquiesceFor(ctx context.Context, key, migration string) (api.Machine, error)
 	Export(ctx context.Context, key string) (api.Bundle, error)
 	Import(ctx context.Context, req api.ImportRequest) (api.Machine, error)
-	FinalizeMigration(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error)
-	RestoreMigration(ctx context.Context, key string) (api.Machine, error)
-	Activate(ctx context.Context, key string) (api.Machine, error)
+	FinalizeMigrationFor(ctx context.Context, key, migration string, req api.FinalizeRequest) (api.Machine, error)
+	RestoreMigrationFor(ctx context.Context, key, migration string) (api.Machine, error)
+	ActivateFor(ctx context.Context, key, migration string) (api.Machine, error)
 	GrantVerifier
 	RedirectCopy(ctx context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error)
 }

@@ -31,8 +31,11 @@ import (
 type fault string
 
 const (
-	faultKillWorker      fault = "kill-worker"      // SIGKILL the worker process, start another
-	faultCancel          fault = "cancel"           // cancel the workflow
+	faultKillWorker fault = "kill-worker" // SIGKILL the worker process, start another
+	faultCancel     fault = "cancel"      // cancel the workflow
+	// cancel-in-undo cancels the workflow and lets the held request land just before the
+	// move's next change reaches a region (an undo's, unless the move waits for the step).
+	faultCancelInUndo    fault = "cancel-in-undo"
 	faultTerminateParent fault = "terminate-parent" // terminate the bulk run the move is part of (at a rack point: the transfer)
 	// terminate the rack transfer whose child migration is at the point
 	faultTerminateTransfer fault = "terminate-transfer"
@@ -42,7 +45,7 @@ const (
 	faultStopTarget        fault = "stop-target"      // ... or the destination's
 )
 
-var allFaults = []fault{faultKillWorker, faultCancel, faultTerminateParent, faultTerminateTransfer, faultDeleteSource, faultDeleteTarget, faultStopSource, faultStopTarget}
+var allFaults = []fault{faultKillWorker, faultCancel, faultCancelInUndo, faultTerminateParent, faultTerminateTransfer, faultDeleteSource, faultDeleteTarget, faultStopSource, faultStopTarget}
 
 // moveIDs name the regions and objects of one run.
 type moveIDs struct {
@@ -401,8 +404,11 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 		e.startWorker()
 		rep.faultNote = "worker killed with the step's request in flight"
 		tr.Release()
-	case faultCancel, faultTerminateParent, faultTerminateTransfer:
-		if f == faultCancel {
+	case faultCancel, faultCancelInUndo, faultTerminateParent, faultTerminateTransfer:
+		if f == faultCancelInUndo {
+			tr.releaseBeforeNextChange()
+		}
+		if f == faultCancel || f == faultCancelInUndo {
 			if err := e.s.Client.CancelWorkflow(ctx, run.run.GetID(), ""); err != nil {
 				rep.violate("cancel %s: %v", run.run.GetID(), err)
 			}
@@ -410,8 +416,12 @@ func (e *killEnv) applyFault(ctx context.Context, rep *runReport, tr *trap, f fa
 			rep.violate("terminate %s: %v", parent.GetID(), err)
 		}
 		// The held request goes on once the workflow dropped it (its activity was cancelled),
-		// ended, or after the grace a slow undo gets: whichever comes first.
+		// ended, or after the grace a slow undo gets: whichever comes first; for
+		// cancel-in-undo, also just before the move's next change reaches a region. A move
+		// that waits for its step makes no change before that: it goes after the grace.
 		select {
+		case <-tr.answered:
+			rep.faultNote = "the step's request landed just before the move's next change"
 		case <-tr.abandoned:
 			rep.faultNote = "the step's request was abandoned"
 		case <-run.done:

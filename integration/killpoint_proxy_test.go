@@ -39,6 +39,9 @@ type trap struct {
 	abandoned chan struct{} // closed when the held request's client gave up (worker killed, cancelled)
 	answered  chan struct{} // closed when the region answered the held request
 	once      sync.Once
+	// beforeNextChange, once set, lets the held request go when the next state-changing
+	// request reaches a region, which waits for the held one's answer (releaseBeforeNextChange).
+	beforeNextChange bool
 }
 
 func newTrap(calls ...call) *trap {
@@ -70,6 +73,27 @@ func (t *trap) observe(region string, r *http.Request) bool {
 		return false
 	}
 	close(t.held)
+	return true
+}
+
+// releaseBeforeNextChange arms the trap to let its held request go when the next
+// state-changing request (not a GET) reaches a region, and to serve that request only once
+// the held one was answered: the held step lands just after the move's next change, e.g.
+// after a cancel's undos began.
+func (t *trap) releaseBeforeNextChange() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.beforeNextChange = true
+}
+
+// changeArrived reports the request releaseBeforeNextChange waits for, once.
+func (t *trap) changeArrived(r *http.Request) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.beforeNextChange || r.Method == http.MethodGet {
+		return false
+	}
+	t.beforeNextChange = false
 	return true
 }
 
@@ -153,7 +177,10 @@ func (p *regionProxy) Close() {
 }
 
 func (p *regionProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if t := p.box.current(); t != nil && t.observe(p.region, r) {
+	t := p.box.current()
+	switch {
+	case t == nil:
+	case t.observe(p.region, r):
 		select {
 		case <-t.release:
 		case <-r.Context().Done():
@@ -161,6 +188,14 @@ func (p *regionProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer close(t.answered)
+	case t.changeArrived(r):
+		t.Release()
+		select {
+		case <-t.answered:
+		case <-t.abandoned:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	p.rp.ServeHTTP(w, r)
 }

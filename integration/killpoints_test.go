@@ -14,7 +14,7 @@ import (
 // machines), holds each at a step boundary with a proxy in front of the regions, applies a
 // fault there (SIGKILL of the worker process, cancel, termination of the parent run, an
 // operator's delete on either region, an outage of either region), lets the move end and
-// checks the invariants of ARCHITECTURE.md "Moves and their invariants" on both regions and on the agent: live on exactly one
+// checks the invariants (ARCHITECTURE.md "Moves and their invariants") on both regions and on the agent: live on exactly one
 // region, where the workflow's outcome says; the agent reaching it; no job or log lost; a
 // later move accepted and completed. Moves start with a grant from the source region, like
 // an operator's; a delete refused with 409 while the move holds the machine is the expected

@@ -36,7 +36,7 @@ func TestMigrateMachineAmbiguousActivation(t *testing.T) {
 			f := newFixture(t)
 			f.env.OnActivity(a.Activate, mock.Anything, mock.Anything).Return(func(ctx context.Context, ref activities.MachineRef) error {
 				if tt.tookEffect {
-					if _, err := f.west.Activate(ctx, ref.Machine); err != nil {
+					if _, err := f.west.ActivateFor(ctx, ref.Machine, ref.Migration); err != nil {
 						return err
 					}
 				}

@@ -24,6 +24,14 @@ const (
 	compensationStuckAfter   = 3
 )
 
+// A stuck undo backs off further, up to compensationStuckMaxBackoff (stuckUndoBackoffChange),
+// so an undo stuck for long adds some 50 events a day to the history instead of some 900; the
+// operator's retry runs it at once.
+const (
+	compensationStuckMaxBackoff = 4 * time.Hour
+	stuckUndoBackoffChange      = "stuck-undo-backoff"
+)
+
 // CompensationUpdate is the Update an operator sends to a saga whose undo keeps failing.
 const CompensationUpdate = "compensation"
 
@@ -164,6 +172,15 @@ func (c *Compensations) Run(ctx workflow.Context) error {
 	return errors.Join(errs...)
 }
 
+// maxBackoff is the longest wait before the next try of an undo that failed attempt times.
+// GetVersion is asked only once the undo is stuck.
+func (c *Compensations) maxBackoff(ctx workflow.Context, attempt int) time.Duration {
+	if attempt >= compensationStuckAfter && workflow.GetVersion(ctx, stuckUndoBackoffChange, workflow.DefaultVersion, 1) >= 1 {
+		return compensationStuckMaxBackoff
+	}
+	return compensationMaxBackoff
+}
+
 // runOne runs one undo, retrying it while Retrying.
 func (c *Compensations) runOne(ctx workflow.Context, comp compensation) error {
 	defer func() { c.failing, c.pending = "", nil }()
@@ -191,7 +208,7 @@ func (c *Compensations) runOne(ctx workflow.Context, comp compensation) error {
 		if _, werr := workflow.AwaitWithTimeout(ctx, backoff, func() bool { return c.pending != nil }); werr != nil {
 			return errors.Join(err, werr)
 		}
-		backoff = min(2*backoff, compensationMaxBackoff)
+		backoff = min(2*backoff, c.maxBackoff(ctx, attempt))
 		if req := c.pending; req != nil {
 			c.pending = nil
 			if c.Audit != nil {

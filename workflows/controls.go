@@ -11,7 +11,7 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 )
 
-// The operator's controls of a running bulk migration or rack transfer (issue 13): Updates
+// The operator's controls of a running bulk migration or rack transfer: Updates
 // that pause it (it starts no new machine, batch or child; those running finish), resume it,
 // and change how many machines run at once from the next start on.
 const (

@@ -47,6 +47,38 @@ const (
 	agentPollInterval = 5 * time.Second
 )
 
+// The wait for a running job is bounded (boundedJobWaitChange), so its history stays far
+// below Temporal's event limit: WaitForRunningJob is at most MaxWaitForRunningJob, and the
+// re-checks space out to a tenth of the time waited so far, from jobPollInterval up to
+// jobPollMaxInterval (some 460 checks in the longest wait).
+const (
+	MaxWaitForRunningJob = 72 * time.Hour
+	jobPollMaxInterval   = 10 * time.Minute
+	boundedJobWaitChange = "bounded-job-wait"
+)
+
+// boundsJobWait reports whether this run takes boundedJobWaitChange. GetVersion is asked
+// only of a run that waits, or would wait longer than the bound.
+func boundsJobWait(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, boundedJobWaitChange, workflow.DefaultVersion, 1) >= 1
+}
+
+// checkJobWait refuses a wait above MaxWaitForRunningJob in a run that bounds it.
+func checkJobWait(ctx workflow.Context, wait time.Duration) error {
+	if wait > MaxWaitForRunningJob && boundsJobWait(ctx) {
+		return fmt.Errorf("WaitForRunningJob %s is above %s", wait, MaxWaitForRunningJob)
+	}
+	return nil
+}
+
+// jobPoll is how long to wait before the next look at a running job, waited so far.
+func jobPoll(ctx workflow.Context, waited time.Duration) time.Duration {
+	if !boundsJobWait(ctx) {
+		return jobPollInterval
+	}
+	return min(max(jobPollInterval, waited/10), jobPollMaxInterval)
+}
+
 // MigrateMachineInput names what to migrate. Regions are names from the worker's regions
 // file: inputs are stored in plain text in Temporal history, so they never carry credentials.
 type MigrateMachineInput struct {
@@ -142,7 +174,7 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 	m.promise = keepsPromise(ctx)
 	m.comps.Retrying = m.promise
 	m.opts = optionsFor(m.promise)
-	if err := in.check(); err != nil {
+	if err := in.check(checkJobWait(ctx, in.WaitForRunningJob)); err != nil {
 		return m.fail(ctx, PhaseValidating, err)
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
@@ -155,8 +187,7 @@ func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachin
 	steps := m.plan()
 	m.progress.StepsTotal += len(steps)
 	for _, s := range steps {
-		if m.promise && ctx.Err() != nil {
-			// Cancelled while the last step ran (and was waited for): the next one never starts.
+		if cancelledBetweenSteps(ctx, m.promise) {
 			return m.fail(ctx, s.phase, temporal.NewCanceledError())
 		}
 		if err := m.setPhase(ctx, s.phase); err != nil {
@@ -224,8 +255,8 @@ func Redact(secret string) string {
 	return RedactedTicket
 }
 
-func (in MigrateMachineInput) check() error {
-	var problems []error
+// check refuses an invalid input, with the problems found by the workflow's own checks.
+func (in MigrateMachineInput) check(problems ...error) error {
 	if in.SourceRegion == "" {
 		problems = append(problems, errors.New("SourceRegion is empty"))
 	}
@@ -300,7 +331,8 @@ func (m *migration) plan() []step {
 // validate runs step 1; while a job runs on the machine it waits on a durable timer, up to
 // WaitForRunningJob, and validates again.
 func (m *migration) validate(ctx workflow.Context) error {
-	deadline := workflow.Now(ctx).Add(m.in.WaitForRunningJob)
+	started := workflow.Now(ctx)
+	deadline := started.Add(m.in.WaitForRunningJob)
 	in := activities.ValidateInput{
 		Migration:    m.id,
 		SourceRegion: m.in.SourceRegion,
@@ -329,7 +361,7 @@ func (m *migration) validate(ctx workflow.Context) error {
 		if err := m.setPhase(ctx, PhaseWaitingForJob); err != nil {
 			return err
 		}
-		if err := workflow.Sleep(ctx, min(jobPollInterval, remaining)); err != nil {
+		if err := workflow.Sleep(ctx, min(jobPoll(ctx, workflow.Now(ctx).Sub(started)), remaining)); err != nil {
 			return err
 		}
 	}
@@ -350,7 +382,7 @@ func (m *migration) mintTicket(ctx workflow.Context) error {
 }
 
 func (m *migration) quiesce(ctx workflow.Context) error {
-	return call(ctx, m.opts.hold, acts.Quiesce, m.ref(m.in.SourceRegion), nil)
+	return call(ctx, awaitedOnCancel(ctx, m.promise, holdAwaitedChange, regionCallOptions), acts.Quiesce, m.ref(m.in.SourceRegion), nil)
 }
 
 func (m *migration) unquiesce(ctx workflow.Context) error {
@@ -381,7 +413,7 @@ func (m *migration) deleteCopy(ctx workflow.Context) error {
 func (m *migration) finalize(ctx workflow.Context) error {
 	m.finalizing = true
 	in := activities.FinalizeInput{MachineRef: m.ref(m.in.SourceRegion), RedirectEndpoint: m.machine.TargetEndpoint}
-	return call(ctx, regionCallOptions, acts.FinalizeMigration, in, nil)
+	return call(ctx, awaitedOnCancel(ctx, m.promise, finalizeAwaitedChange, regionCallOptions), acts.FinalizeMigration, in, nil)
 }
 
 func (m *migration) restore(ctx workflow.Context) error {

@@ -447,3 +447,58 @@ func TestMigrateMachineStubDeleteFailureKeepsMigration(t *testing.T) {
 	equal(t, "activities", f.activities, []string{"ValidateMigration", "Quiesce", "ExportImport", "FinalizeMigration", "Activate", "DeleteStub"})
 	f.assertMigrated(false)
 }
+
+// The wait for a running job stays far below Temporal's history limit: a wait above
+// MaxWaitForRunningJob is refused, and the re-checks of a job that never ends space out.
+func TestMigrateMachineBoundsTheJobWait(t *testing.T) {
+	t.Run("wait above the bound", func(t *testing.T) {
+		f := newFixture(t)
+		f.east.PutJobs(birdyJobs(api.JobRunning)...)
+		in := input()
+		in.WaitForRunningJob = workflows.MaxWaitForRunningJob + time.Hour
+		if _, err := f.run(in); errorType(err) != workflows.ErrTypeInvalidInput {
+			t.Fatalf("error %v, want the wait refused", err)
+		}
+	})
+	t.Run("a day's wait", func(t *testing.T) {
+		f := newFixture(t)
+		f.east.PutJobs(birdyJobs(api.JobRunning)...)
+		in := input()
+		in.WaitForRunningJob = 24 * time.Hour
+		if _, err := f.run(in); errorType(err) != workflows.ErrTypeJobRunning {
+			t.Fatalf("error %v, want the job still running", err)
+		}
+		// Every 30 s that would be 2881 checks; at most every 10 min, under 200.
+		if runs := countOf(f.activities, "ValidateMigration"); runs > 200 {
+			t.Errorf("validated %d times in a day's wait, want at most 200", runs)
+		}
+	})
+}
+
+// An undo stuck for days backs off to hours between tries.
+func TestMigrateMachineStuckUndoBacksOff(t *testing.T) {
+	f := newFixture(t)
+	f.east.Fail("FinalizeMigration", http.StatusUnprocessableEntity, -1)
+	f.west.Fail("RedirectCopy", http.StatusForbidden, -1)
+	f.env.RegisterDelayedCallback(func() {
+		f.env.UpdateWorkflow(workflows.CompensationUpdate, "", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {}, OnComplete: func(any, error) {}},
+			workflows.CompensationRequest{Action: workflows.CompensationAbandon, Reason: "two days stuck", By: "bob"})
+	}, 48*time.Hour)
+	if _, err := f.run(input()); errorType(err) != workflows.ErrTypeCompensationFailed {
+		t.Fatalf("error %v, want the abandoned undo", err)
+	}
+	// Every 10 min that would be some 290 tries in two days; backing off to 4 h, under 30.
+	if tries := countOf(f.activities, "UndoCopy"); tries > 30 {
+		t.Errorf("the stuck undo was tried %d times in two days, want at most 30", tries)
+	}
+}
+
+func countOf(list []string, s string) int {
+	n := 0
+	for _, v := range list {
+		if v == s {
+			n++
+		}
+	}
+	return n
+}

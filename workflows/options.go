@@ -7,11 +7,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// promiseChange is the GetVersion change ID of the runs that keep the promise at every point
-// (issue 10): the ticket minted inside the copy, steps that change state waited for when
-// cancelled, undos that retry until they succeed and never destroy the last copy, the agent
-// brought back after a rollback, and the steps after the commit point finished whatever
-// happens. Runs recorded before replay their old command sequence.
+// promiseChange is the GetVersion change ID of the runs that keep the invariants at every
+// point (ARCHITECTURE.md "Moves and their invariants"): the ticket minted inside the copy,
+// steps that change state waited for when cancelled, undos that retry until they succeed
+// and never destroy the last copy, the agent brought back after a rollback, and the steps
+// after the commit point finished whatever happens. Runs recorded before replay their old
+// command sequence.
 const promiseChange = "keep-promise"
 
 // keepsPromise reports whether this run takes the promiseChange paths.
@@ -84,24 +85,49 @@ func waitedForOnCancel(o workflow.ActivityOptions) workflow.ActivityOptions {
 	return o
 }
 
+// GetVersion change IDs of the cancel paths of runs that keep the invariants, each added
+// after promiseChange, so runs recorded before each replay without it:
+//   - holdAwaitedChange: a cancel waits for the request that first holds the machine or rack
+//     (Quiesce, PauseRack): a hold that lands after its undo ran would stay forever;
+//   - finalizeAwaitedChange: a cancel waits for FinalizeMigration: a finalize that lands after
+//     the undos began leaves a stub on the source with the target's copy undone;
+//   - cancelBetweenStepsChange: a cancel that arrives while a step ran (and was waited for)
+//     starts no further step.
+const (
+	holdAwaitedChange        = "hold-awaited-on-cancel"
+	finalizeAwaitedChange    = "finalize-awaited-on-cancel"
+	cancelBetweenStepsChange = "cancel-between-steps"
+)
+
+// awaitedOnCancel is o for one request that changes state (no heartbeat: the cancel waits for
+// its answer) in a run that keeps the invariants and takes change; o unchanged otherwise.
+func awaitedOnCancel(ctx workflow.Context, promise bool, change string, o workflow.ActivityOptions) workflow.ActivityOptions {
+	if promise && workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) >= 1 {
+		o.WaitForCancellation = true
+	}
+	return o
+}
+
+// cancelledBetweenSteps reports a run cancelled while its last step ran, which takes
+// cancelBetweenStepsChange: the next step never starts. GetVersion is asked only once
+// cancelled, so runs never cancelled carry no marker.
+func cancelledBetweenSteps(ctx workflow.Context, promise bool) bool {
+	return promise && ctx.Err() != nil && workflow.GetVersion(ctx, cancelBetweenStepsChange, workflow.DefaultVersion, 1) >= 1
+}
+
 // stepOptions are the options of one run: those it was recorded with, or the promiseChange ones.
-// hold is the request that first holds the machine or rack (Quiesce, PauseRack): a cancel
-// waits for it, because a hold that lands after its undo ran would stay forever.
 type stepOptions struct {
-	hold, copy, undo, finish, rackSwap, esxiUndo workflow.ActivityOptions
+	copy, undo, finish, rackSwap, esxiUndo workflow.ActivityOptions
 }
 
 func optionsFor(promise bool) stepOptions {
 	if !promise {
-		return stepOptions{hold: regionCallOptions, copy: copyOptions, undo: mustFinishOptions, finish: mustFinishOptions, rackSwap: rackCallOptions, esxiUndo: esxiCleanupOptions}
+		return stepOptions{copy: copyOptions, undo: mustFinishOptions, finish: mustFinishOptions, rackSwap: rackCallOptions, esxiUndo: esxiCleanupOptions}
 	}
 	esxiUndo := esxiCleanupOptions
 	esxiUndo.ScheduleToCloseTimeout = 0
 	esxiUndo.RetryPolicy = undoOptions.RetryPolicy
-	hold := regionCallOptions
-	hold.WaitForCancellation = true // one request: no heartbeat, the cancel waits for its answer
 	return stepOptions{
-		hold:     hold,
 		copy:     waitedForOnCancel(copyOptions),
 		undo:     undoOptions,
 		finish:   finishOptions,

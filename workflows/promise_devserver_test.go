@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
@@ -174,7 +176,7 @@ func (r *slowImport) Import(ctx context.Context, req api.ImportRequest) (api.Mac
 	return r.Region.Import(context.WithoutCancel(ctx), req)
 }
 
-// Item 4 of issue 10, on a real server: a cancel during the copy waits for the copy to stop
+// On a real server, a cancel during the copy waits for the copy to stop
 // (the activity heartbeats and is waited for) before the undo runs, so the undo removes what
 // the import left instead of running beside it and leaving an orphan copy on the target.
 func TestMigrateMachineCancelDuringCopyOnDevServer(t *testing.T) {
@@ -186,17 +188,7 @@ func TestMigrateMachineCancelDuringCopyOnDevServer(t *testing.T) {
 	east.PutJobs(birdyJobs(api.JobFinished)...)
 	ctx, run := startEastWestMigration(t, c, east, west)
 	<-west.started
-	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-		t.Fatal(err)
-	}
-	// The workflow asks the copy to stop in the same workflow task as it would schedule the
-	// undo without waiting: once the request is in history, no undo may be there yet.
-	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
-		time.Sleep(20 * time.Millisecond) // polling the history for the request
-	}
-	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "UndoCopy") {
-		t.Error("the undo of the copy was scheduled while the copy still ran")
-	}
+	cancelWhileStepRuns(ctx, t, c, run, "UndoCopy")
 	close(west.release)
 	if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
 		t.Fatalf("workflow error %v, want a cancelled migration", err)
@@ -229,54 +221,89 @@ func historyHas(ctx context.Context, t *testing.T, c client.Client, run client.W
 	return false
 }
 
-// slowQuiesce is a region whose Quiesce waits for release (the hold in flight when the
-// migration is cancelled), lands anyway, and then closes landed.
-type slowQuiesce struct {
-	*regiontest.Region
-	started, release, landed chan struct{}
-}
-
-func (r *slowQuiesce) Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
-	close(r.started)
-	<-r.release
-	defer close(r.landed)
-	return r.Region.Quiesce(context.WithoutCancel(ctx), key, req)
-}
-
-// A cancel while the quiesce is in flight waits for its answer before undoing it: an
-// Unquiesce that runs first finds nothing to undo, and the quiesce landing after it leaves the
-// machine held by a migration that has ended (found by the kill-point harness, quiesce/cancel).
-func TestMigrateMachineCancelDuringQuiesceOnDevServer(t *testing.T) {
+// A cancel while a step's one request is in flight waits for its answer before undoing it:
+// an Unquiesce that runs first finds nothing to undo, and the quiesce landing after it leaves
+// the machine held by a migration that has ended (the kill-point harness, quiesce/cancel); a
+// finalize landing after the undos of the finalize and of the copy leaves the source a stub
+// with the target's copy undone (finalize/cancel-in-undo). With -record it writes each run's
+// history.
+func TestMigrateMachineCancelDuringRequestOnDevServer(t *testing.T) {
 	c := devServer(t)
-	journal := &regiontest.Journal{}
-	east := &slowQuiesce{Region: regiontest.New("east", "https://east.example:5240", journal), started: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
-	west := regiontest.New("west", "https://west.example:5240", journal)
-	east.Put(birdy())
-	east.PutJobs(birdyJobs(api.JobFinished)...)
-	ctx, run := startEastWestMigration(t, c, east, west)
-	<-east.started
+	for _, tt := range []struct {
+		method, undo string // the held region call, and the undo that must wait for it
+	}{
+		{"Quiesce", "Unquiesce"},
+		{"FinalizeMigration", "RestoreMigration"},
+	} {
+		t.Run(tt.method, func(t *testing.T) {
+			journal := &regiontest.Journal{}
+			east := regiontest.New("east", "https://east.example:5240", journal)
+			west := regiontest.New("west", "https://west.example:5240", journal)
+			east.Put(birdy())
+			east.PutJobs(birdyJobs(api.JobFinished)...)
+			held, release := east.Hold(tt.method)
+			defer release()
+			ctx, run := startEastWestMigration(t, c, east, west)
+			<-held
+			cancelWhileStepRuns(ctx, t, c, run, tt.undo)
+			release()
+			if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
+				t.Fatalf("workflow error %v, want a cancelled migration", err)
+			}
+			if m, _ := east.Machine(birdyUUID); !reflect.DeepEqual(m, birdy()) {
+				t.Errorf("source after the cancelled migration:\n got %+v\nwant %+v", m, birdy())
+			}
+			if m, ok := west.Machine(birdyUUID); ok && !isStubTo(m, "https://east.example:5240") {
+				t.Errorf("target holds %+v after cancel, want nothing or a stub sending the agent back", m)
+			}
+			if *record {
+				writeHistory(ctx, t, c, run, filepath.Join("testdata", "cancel_during_"+strings.ToLower(tt.method)+"_history.json"))
+			}
+		})
+	}
+}
+
+// cancelWhileStepRuns cancels run while a step's activity runs and checks that undo is not
+// scheduled before the step ended: the workflow asks the step to stop in the same workflow
+// task as it would schedule the undo without waiting, so once the request is in history no
+// undo may be there yet.
+func cancelWhileStepRuns(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, undo string) {
+	t.Helper()
 	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
 		t.Fatal(err)
 	}
 	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
 		time.Sleep(20 * time.Millisecond) // polling the history for the request
 	}
-	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "Unquiesce") {
-		t.Error("the undo of the quiesce was scheduled while the quiesce still ran")
+	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, undo) {
+		t.Errorf("the undo %s was scheduled while its step still ran", undo)
 	}
-	close(east.release)
-	if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
-		t.Fatalf("workflow error %v, want a cancelled migration", err)
+}
+
+// operatorRetries sends the operator's retry of the failing undo of run and waits for its answer.
+func operatorRetries(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun) {
+	t.Helper()
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "fixed", By: "alice"}},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	<-east.landed
-	if m, _ := east.Machine(birdyUUID); !m.Runnable || m.Meta[api.MetaMigrating] != "" {
-		t.Errorf("source left held after the cancelled migration: Runnable=%v Meta=%v", m.Runnable, m.Meta)
+	if err := h.Get(ctx, nil); err != nil {
+		t.Fatalf("retry: %v", err)
 	}
 }
 
 // startEastWestMigration runs a migration worker whose regions east and west are the given
 // fakes and starts MigrateMachine of birdy from east to west; the worker stops with the test.
 func startEastWestMigration(t *testing.T, c client.Client, east, west activities.Region) (context.Context, client.WorkflowRun) {
+	t.Helper()
+	return startEastWestMigrationOf(t, c, east, west, input())
+}
+
+// startEastWestMigrationOf is startEastWestMigration with input in.
+func startEastWestMigrationOf(t *testing.T, c client.Client, east, west activities.Region, in workflows.MigrateMachineInput) (context.Context, client.WorkflowRun) {
 	t.Helper()
 	resolver, err := activities.NewRegions(map[string]activities.RegionConfig{
 		"east": {URL: "https://east.example:5240"}, "west": {URL: "https://west.example:5240"},
@@ -296,9 +323,60 @@ func startEastWestMigration(t *testing.T, c client.Client, east, west activities
 	t.Cleanup(w.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, input())
+	run, err := c.ExecuteWorkflow(ctx, workflows.MigrateMachineStartOptions(birdyUUID), workflows.MigrateMachine, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ctx, run
+}
+
+// On a real server: a migration waits for a running job with spaced-out checks, then fails
+// naming it; an undo failing three times, each retried at once by the operator, is stuck and
+// backs off further, then succeeds. With -record it writes both histories.
+func TestMigrateMachineBoundedLoopsOnDevServer(t *testing.T) {
+	c := devServer(t)
+	newRegions := func() (*regiontest.Region, *regiontest.Region) {
+		journal := &regiontest.Journal{}
+		east := regiontest.New("east", "https://east.example:5240", journal)
+		west := regiontest.New("west", "https://west.example:5240", journal)
+		east.Put(birdy())
+		return east, west
+	}
+	t.Run("job wait", func(t *testing.T) {
+		east, west := newRegions()
+		east.PutJobs(birdyJobs(api.JobRunning)...)
+		in := input()
+		in.WaitForRunningJob = time.Second
+		ctx, run := startEastWestMigrationOf(t, c, east, west, in)
+		if err := run.Get(ctx, nil); errorType(err) != workflows.ErrTypeJobRunning {
+			t.Fatalf("workflow error %v, want the job still running", err)
+		}
+		if *record {
+			writeHistory(ctx, t, c, run, filepath.Join("testdata", "bounded_job_wait_history.json"))
+		}
+	})
+	t.Run("stuck undo", func(t *testing.T) {
+		east, west := newRegions()
+		east.PutJobs(birdyJobs(api.JobFinished)...)
+		east.Fail("FinalizeMigration", http.StatusUnprocessableEntity, -1)
+		west.Fail("RedirectCopy", http.StatusForbidden, 3) // three tries: a refusal is not retried within one
+		ctx, run := startEastWestMigrationOf(t, c, east, west, input())
+		for retried := range 3 {
+			testutil.Eventually(t, 20*time.Second, "a failure of the undo", func() bool {
+				v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
+				var p workflows.Progress
+				return err == nil && v.Get(&p) == nil && len(p.Errors) > 1+retried
+			})
+			operatorRetries(ctx, t, c, run)
+		}
+		if err := run.Get(ctx, nil); errorType(err) != activities.ErrTypeRegionRefused {
+			t.Fatalf("workflow error %v, want the refused finalize", err)
+		}
+		if m, _ := east.Machine(birdyUUID); !m.Runnable {
+			t.Errorf("source not restored: %+v", m)
+		}
+		if *record {
+			writeHistory(ctx, t, c, run, filepath.Join("testdata", "stuck_undo_backoff_history.json"))
+		}
+	})
 }

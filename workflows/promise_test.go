@@ -39,7 +39,7 @@ func TestMigrateMachineCancelDuringDeleteStubCompletes(t *testing.T) {
 	}
 }
 
-// Item 1 of issue 10: the source record is deleted while the agent is awaited. The undo of
+// The source record is deleted while the agent is awaited. The undo of
 // the copy must not remove the last copy: the workflow stops undoing, activates the copy on
 // the target and says so.
 func TestMigrateMachineSourceDeletedKeepsLastCopy(t *testing.T) {
@@ -62,7 +62,7 @@ func TestMigrateMachineSourceDeletedKeepsLastCopy(t *testing.T) {
 	}
 }
 
-// Item 8 of issue 10: no ticket minted by the workflow enters history: no MintTicket result,
+// No ticket minted by the workflow enters history: no MintTicket result,
 // and the copy's input carries none (ExportImport mints it on the target itself).
 func TestMigrateMachineTicketNeverInHistory(t *testing.T) {
 	f := newFixture(t)

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -117,4 +119,64 @@ func TestTransferRackRunsOnDevServer(t *testing.T) {
 		writeHistory(ctx, t, c, first, filepath.Join(transferHistoryDir, "transfer_rack_runs_first_history.json"))
 		writeHistory(ctx, t, c, c.GetWorkflow(ctx, first.GetID(), lastRunID), filepath.Join(transferHistoryDir, "transfer_rack_runs_last_history.json"))
 	}
+}
+
+// On a real server: a cancel while the rack's pause is in flight waits for it before the
+// unpause; a transfer whose undo failed is retried at once by the operator's compensation
+// Update; a window above MaxBulkWindow is refused. With -record it writes each history for
+// TestReplayTransferRackHistories.
+func TestTransferRackCancelRetryAndRefusalOnDevServer(t *testing.T) {
+	c := devServer(t)
+	opts := client.StartWorkflowOptions{ID: workflows.TransferRackID(transferRack), TaskQueue: workflows.TaskQueue}
+	start := func(t *testing.T, acts *transferActs, in workflows.TransferRackInput) (context.Context, client.WorkflowRun) {
+		t.Helper()
+		startTransferWorkers(t, c, acts, &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		run, err := c.ExecuteWorkflow(ctx, opts, workflows.TransferRack, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ctx, run
+	}
+	t.Run("cancel during pause", func(t *testing.T) {
+		acts := newTransferActs(t, machineUUIDs(2))
+		acts.pauseHeld, acts.pauseRelease = make(chan struct{}), make(chan struct{})
+		ctx, run := start(t, acts, transferInput(2))
+		<-acts.pauseHeld
+		cancelWhileStepRuns(ctx, t, c, run, "UnpauseRack")
+		close(acts.pauseRelease)
+		if err := run.Get(ctx, nil); !temporal.IsCanceledError(err) {
+			t.Fatalf("workflow error %v, want a cancelled transfer", err)
+		}
+		equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "UnpauseRack"})
+		if *record {
+			writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_cancel_during_pause_history.json"))
+		}
+	})
+	t.Run("compensation retried", func(t *testing.T) {
+		acts := newTransferActs(t, machineUUIDs(2))
+		acts.fail["CopyRack"], acts.fail["UnpauseRack"] = true, true
+		ctx, run := start(t, acts, transferInput(2))
+		testutil.Eventually(t, 20*time.Second, "the undo failed", func() bool { return acts.failures() > 1 }) // the copy's, then the unpause's
+		acts.setFail("UnpauseRack", false)
+		operatorRetries(ctx, t, c, run)
+		if err := run.Get(ctx, nil); errorType(err) != "Refused" {
+			t.Fatalf("workflow error %v, want the refused copy", err)
+		}
+		equal(t, "activities", acts.recorded(), []string{"ValidateTransfer", "PauseRack", "DrainRackJobs", "ExportLeases", "CopyRack", "UndoRackCopy", "UnpauseRack", "UnpauseRack"})
+		if *record {
+			writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_compensation_retried_history.json"))
+		}
+	})
+	t.Run("window above the cap", func(t *testing.T) {
+		acts := newTransferActs(t, machineUUIDs(2))
+		ctx, run := start(t, acts, transferInput(workflows.MaxBulkWindow+1))
+		if err := run.Get(ctx, nil); errorType(err) != workflows.ErrTypeInvalidInput {
+			t.Fatalf("workflow error %v, want the window refused", err)
+		}
+		if *record {
+			writeHistory(ctx, t, c, run, filepath.Join(transferHistoryDir, "transfer_rack_window_refused_history.json"))
+		}
+	})
 }

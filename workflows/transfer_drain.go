@@ -8,7 +8,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 )
 
-// drainChange is the GetVersion change ID of the drain step of TransferRack (issue 13): once
+// drainChange is the GetVersion change ID of the drain step of TransferRack: once
 // the rack is paused, one activity waits for the jobs running on its machines, instead of
 // each machine's migration waiting on its own. Runs recorded before it have no such step.
 const drainChange = "transfer-drain-jobs"

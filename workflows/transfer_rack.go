@@ -100,6 +100,9 @@ type TransferProgress struct {
 	// machines run at once from the next start on (0: the default).
 	Paused bool `json:",omitempty"`
 	Window int  `json:",omitempty"`
+	// Operator lists the operator requests on a stuck undo (CompensationUpdate): when, who,
+	// what and why.
+	Operator []string `json:",omitempty"`
 }
 
 // TransferRack moves a rack controller, with everything it serves, from one region to
@@ -147,10 +150,16 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 			t.progress.Errors = append(t.progress.Errors, err.Error())
 		}
 	}
+	if workflow.GetVersion(ctx, transferCompensationUpdateChange, workflow.DefaultVersion, 1) >= 1 {
+		t.comps.OnOperator = func(note string) { t.progress.Operator = append(t.progress.Operator, note) }
+		if err := t.comps.RegisterUpdate(ctx); err != nil {
+			return TransferRackResult{}, fmt.Errorf("register compensation update: %w", err)
+		}
+	}
 	if err := t.ctl.register(ctx, in.SourceRegion, TransferRackID(in.Rack), in.Window); err != nil {
 		return TransferRackResult{}, err
 	}
-	if err := in.check(); err != nil {
+	if err := in.check(capsWindow(ctx, in.Window), checkJobWait(ctx, in.WaitForRunningJob)); err != nil {
 		return t.fail(ctx, PhaseValidating, err)
 	}
 	if err := checkOwnID(ctx, "the transfer of rack "+in.Rack, TransferRackID(in.Rack)); err != nil {
@@ -190,8 +199,7 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 			}
 			continue
 		}
-		if t.promise && ctx.Err() != nil {
-			// Cancelled while the last step ran (and was waited for): the next one never starts.
+		if cancelledBetweenSteps(ctx, t.promise) {
 			return t.fail(ctx, s.phase, temporal.NewCanceledError())
 		}
 		if err := t.setPhase(ctx, s.phase); err != nil {
@@ -223,8 +231,24 @@ func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResul
 	return t.result, err
 }
 
-func (in TransferRackInput) check() error {
-	var problems []error
+// transferCompensationUpdateChange is the GetVersion change ID of the compensation Update on
+// TransferRack, the operator's way out of a stuck undo (as on MigrateMachine): runs recorded
+// before it have no handler for it.
+const transferCompensationUpdateChange = "transfer-compensation-update"
+
+// transferWindowCapChange is the GetVersion change ID of the refusal of a window above
+// MaxBulkWindow: runs recorded before it moved at any window.
+const transferWindowCapChange = "transfer-window-cap"
+
+// capsWindow reports whether this run refuses a window above MaxBulkWindow. GetVersion is
+// asked only of such a window, so other runs carry no marker.
+func capsWindow(ctx workflow.Context, window int) bool {
+	return window > MaxBulkWindow && workflow.GetVersion(ctx, transferWindowCapChange, workflow.DefaultVersion, 1) >= 1
+}
+
+// check refuses an invalid input, with the problems found by the workflow's own checks;
+// capWindow refuses a window above MaxBulkWindow too.
+func (in TransferRackInput) check(capWindow bool, problems ...error) error {
 	if in.SourceRegion == "" {
 		problems = append(problems, errors.New("SourceRegion is empty"))
 	}
@@ -237,7 +261,7 @@ func (in TransferRackInput) check() error {
 	if id, err := uuid.Parse(in.Rack); err != nil || id.String() != in.Rack {
 		problems = append(problems, fmt.Errorf("Rack %q is not a lower-case UUID", in.Rack))
 	}
-	if in.Window < 0 || in.Window > MaxBulkWindow {
+	if in.Window < 0 || (capWindow && in.Window > MaxBulkWindow) {
 		problems = append(problems, fmt.Errorf("Window %d is not between 1 and %d (0: the default)", in.Window, MaxBulkWindow))
 	}
 	if in.WaitForRunningJob < 0 {
@@ -299,7 +323,7 @@ func (t *rackTransfer) validate(ctx workflow.Context) error {
 }
 
 func (t *rackTransfer) pause(ctx workflow.Context) error {
-	return call(ctx, t.opts.hold, acts.PauseRack, t.source(), nil)
+	return call(ctx, awaitedOnCancel(ctx, t.promise, holdAwaitedChange, regionCallOptions), acts.PauseRack, t.source(), nil)
 }
 
 func (t *rackTransfer) unpause(ctx workflow.Context) error {
@@ -480,6 +504,7 @@ func (t *rackTransfer) fail(ctx workflow.Context, phase string, err error) (Tran
 func (t *rackTransfer) query() (TransferProgress, error) {
 	p := t.progress
 	p.Errors = append([]string(nil), t.progress.Errors...)
+	p.Operator = append([]string(nil), t.progress.Operator...)
 	p.Paused, p.Window = t.ctl.state.Paused, t.ctl.current().Window
 	return p, nil
 }

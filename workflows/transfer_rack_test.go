@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,9 +41,14 @@ type transferActs struct {
 	batchFail  map[string]bool
 	batchLeave map[string]bool
 
+	// pauseHeld, when set, is closed by PauseRack, which then waits for pauseRelease: the
+	// pause in flight when the transfer is cancelled.
+	pauseHeld, pauseRelease chan struct{}
+
 	mu       sync.Mutex
 	calls    []string
 	controls []string // AuditMoveControl calls
+	failed   int      // failures told by fail so far
 	batches  []activities.BatchInput
 	drains   []activities.DrainInput
 	moved    map[string]bool // by the batches
@@ -67,9 +73,24 @@ func (f *transferActs) call(name string, got, want any) error {
 	}
 	f.calls = append(f.calls, name)
 	if f.fail[name] {
+		f.failed++
 		return temporal.NewNonRetryableApplicationError(name+" refused", "Refused", nil)
 	}
 	return nil
+}
+
+// setFail makes activity name fail for good, or succeed again.
+func (f *transferActs) setFail(name string, fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[name] = fail
+}
+
+// failures is how many calls failed as told so far.
+func (f *transferActs) failures() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
 }
 
 func (f *transferActs) recorded() []string {
@@ -84,6 +105,10 @@ func (f *transferActs) ValidateTransfer(_ context.Context, in activities.Transfe
 }
 
 func (f *transferActs) PauseRack(_ context.Context, ref activities.RackRef) error {
+	if f.pauseHeld != nil {
+		close(f.pauseHeld)
+		<-f.pauseRelease
+	}
 	return f.call("PauseRack", ref, sourceRack)
 }
 
@@ -398,5 +423,31 @@ func TestTransferRackRefusesBadInput(t *testing.T) {
 				t.Errorf("calls %v for a refused input", e.acts.recorded())
 			}
 		})
+	}
+}
+
+// An undo of a transfer that keeps failing is the operator's to retry or abandon through the
+// compensation Update, as on MigrateMachine: abandoned, the transfer fails naming what was
+// not undone, and the request is in its progress.
+func TestTransferRackCompensationOperatorAbandons(t *testing.T) {
+	e := newTransferEnv(t, machineUUIDs(2), &fakeChildren{duration: oneMinute})
+	e.acts.fail["CopyRack"] = true
+	e.acts.fail["UnpauseRack"] = true
+	var rejected error
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(workflows.CompensationUpdate, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { rejected = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, workflows.CompensationRequest{Action: workflows.CompensationAbandon, Reason: "unpaused by hand", By: "bob"})
+	}, time.Hour)
+	e.env.SetTestTimeout(30 * time.Second) // a transfer without the Update retries its undo for ever
+	_, err := e.run(transferInput(2))
+	if rejected != nil {
+		t.Fatalf("compensation update rejected: %v", rejected)
+	}
+	if typ := errorType(err); typ != workflows.ErrTypeCompensationFailed || !strings.Contains(err.Error(), "operator bob abandoned the compensation (unpaused by hand); not undone: unpause-rack-on-source") {
+		t.Fatalf("error %q: %v", typ, err)
+	}
+	if p := e.progress(); p.Phase != workflows.PhaseFailed || len(p.Operator) != 1 || !strings.Contains(p.Operator[0], "bob asked to abandon compensation unpause-rack-on-source: unpaused by hand") {
+		t.Errorf("progress %+v", p)
 	}
 }

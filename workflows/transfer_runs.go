@@ -9,7 +9,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 )
 
-// The machine phase of TransferRack in runs (issue 13): a run migrates at most BatchesPerRun
+// The machine phase of TransferRack in runs: a run migrates at most BatchesPerRun
 // batches' worth of machines, in UUID order, then continues as new with what it must keep —
 // the plan without its machines, counts, a bounded sample of errors, the operator's controls
 // and the last machine it migrated — so its history stays bounded for racks of any size. The

@@ -252,7 +252,7 @@ func copied(t *testing.T, p pair) api.Ticket {
 func finalized(t *testing.T, p pair) api.Ticket {
 	t.Helper()
 	ticket := copied(t, p)
-	must[api.Machine](t, "finalize")(p.src.FinalizeMigration(ctx, machineUUID, api.FinalizeRequest{RedirectEndpoint: p.dst.url}))
+	must[api.Machine](t, "finalize")(p.src.FinalizeMigrationFor(ctx, machineUUID, migration, api.FinalizeRequest{RedirectEndpoint: p.dst.url}))
 	return ticket
 }
 
@@ -316,11 +316,11 @@ var contract = []contractCase{
 	}},
 	{"unquiesce gives back Runnable and Meta, then changes nothing", func(t *testing.T, p pair) {
 		quiesced(t, p)
-		m := must[api.Machine](t, "unquiesce")(p.src.Unquiesce(ctx, machineUUID))
+		m := must[api.Machine](t, "unquiesce")(p.src.UnquiesceFor(ctx, machineUUID, migration))
 		if !m.Runnable || m.Meta[api.MetaMigrating] != "" || m.Meta["machine-role"] != "machine" {
 			t.Errorf("unquiesced machine: Runnable %v, Meta %v", m.Runnable, m.Meta)
 		}
-		again := must[api.Machine](t, "unquiesce without a snapshot")(p.src.Unquiesce(ctx, machineUUID))
+		again := must[api.Machine](t, "unquiesce without a snapshot")(p.src.UnquiesceFor(ctx, machineUUID, migration))
 		if !again.Runnable {
 			t.Errorf("second unquiesce: %+v", again)
 		}
@@ -382,25 +382,46 @@ var contract = []contractCase{
 	}},
 	{"activate makes the copy live and closes its ticket", func(t *testing.T, p pair) {
 		ticket := copied(t, p)
-		_, err := p.src.Activate(ctx, machineUUID)
+		_, err := p.src.ActivateFor(ctx, machineUUID, migration)
 		wantStatus(t, "activate the quiesced source", err, http.StatusConflict)
-		m := must[api.Machine](t, "activate")(p.dst.Activate(ctx, machineUUID))
+		m := must[api.Machine](t, "activate")(p.dst.ActivateFor(ctx, machineUUID, migration))
 		if !m.Runnable || !m.Available {
 			t.Errorf("activated: Runnable %v Available %v", m.Runnable, m.Available)
 		}
-		_, err = p.dst.Activate(ctx, machineUUID)
+		_, err = p.dst.ActivateFor(ctx, machineUUID, migration)
 		wantStatus(t, "activate again", err, 0)
 		b := must[api.Bundle](t, "export")(p.src.Export(ctx, machineUUID))
 		_, err = p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b, Migration: migration})
 		wantStatus(t, "import with the ticket of a completed import", err, http.StatusConflict)
 		wantStatus(t, "delete of the live machine", p.dst.DeleteMachine(ctx, machineUUID, ""), 0)
-		_, err = p.dst.Activate(ctx, machineUUID)
+		_, err = p.dst.ActivateFor(ctx, machineUUID, migration)
 		wantStatus(t, "activate no machine", err, http.StatusNotFound)
+	}},
+	{"a step for another migration is refused on what this one holds", func(t *testing.T, p pair) {
+		copied(t, p)
+		_, err := p.dst.ActivateFor(ctx, machineUUID, other)
+		wantStatus(t, "activate the copy for another migration", err, http.StatusConflict)
+		_, err = p.src.FinalizeMigrationFor(ctx, machineUUID, other, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
+		wantStatus(t, "finalize for another migration", err, http.StatusConflict)
+		_, err = p.src.UnquiesceFor(ctx, machineUUID, other)
+		wantStatus(t, "unquiesce for another migration", err, http.StatusConflict)
+		must[api.Machine](t, "finalize")(p.src.FinalizeMigrationFor(ctx, machineUUID, migration, api.FinalizeRequest{RedirectEndpoint: p.dst.url}))
+		_, err = p.src.RestoreMigrationFor(ctx, machineUUID, other)
+		wantStatus(t, "restore the stub for another migration", err, http.StatusConflict)
+		if m := getMachine(t, p.dst); m.Runnable {
+			t.Errorf("copy went live: %+v", m)
+		}
+		if m := getMachine(t, p.src); m.Meta[api.MetaRedirectEndpoint] != p.dst.url {
+			t.Errorf("source after refused steps: %+v, want the stub redirecting to the target", m)
+		}
+		must[api.Machine](t, "activate for its migration")(p.dst.ActivateFor(ctx, machineUUID, migration))
+		_, err = p.dst.ActivateFor(ctx, machineUUID, other)
+		wantStatus(t, "activate a live machine again, whoever asks", err, 0)
 	}},
 	{"finalize leaves a locked stub redirecting to the target", func(t *testing.T, p pair) {
 		finalized(t, p)
 		p.src.putMachine(t, api.Machine{Uuid: unknownUUID, Name: "robin"})
-		_, err := p.src.FinalizeMigration(ctx, unknownUUID, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
+		_, err := p.src.FinalizeMigrationFor(ctx, unknownUUID, migration, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
 		wantStatus(t, "finalize a machine not quiesced", err, http.StatusConflict)
 		m := getMachine(t, p.src)
 		if !m.Locked || m.Runnable || m.Meta[api.MetaRedirectEndpoint] != p.dst.url || m.Meta[api.MetaMigrating] != "" ||
@@ -413,15 +434,15 @@ var contract = []contractCase{
 		if j := getJob(t, p.src, currentJob); j.Archived || j.Meta[api.MetaRedirectEndpoint] != p.dst.url {
 			t.Errorf("current job on the stub: Archived %v, Meta %v", j.Archived, j.Meta)
 		}
-		_, err = p.src.FinalizeMigration(ctx, machineUUID, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
+		_, err = p.src.FinalizeMigrationFor(ctx, machineUUID, migration, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
 		wantStatus(t, "finalize again", err, 0)
-		_, err = p.src.FinalizeMigration(ctx, machineUUID, api.FinalizeRequest{RedirectEndpoint: "https://elsewhere.example:5240"})
+		_, err = p.src.FinalizeMigrationFor(ctx, machineUUID, migration, api.FinalizeRequest{RedirectEndpoint: "https://elsewhere.example:5240"})
 		wantStatus(t, "finalize to elsewhere", err, http.StatusConflict)
 		_, err = p.src.Quiesce(ctx, machineUUID, api.QuiesceRequest{Migration: other})
 		wantStatus(t, "quiesce the stub", err, http.StatusConflict)
-		_, err = p.src.Unquiesce(ctx, machineUUID)
+		_, err = p.src.UnquiesceFor(ctx, machineUUID, migration)
 		wantStatus(t, "unquiesce the stub", err, http.StatusConflict)
-		_, err = p.src.Activate(ctx, machineUUID)
+		_, err = p.src.ActivateFor(ctx, machineUUID, migration)
 		wantStatus(t, "activate the stub", err, http.StatusConflict)
 		b := must[api.Bundle](t, "export the stub")(p.src.Export(ctx, machineUUID))
 		if b.Machine.Locked || !b.Machine.Runnable || len(b.Jobs) != 2 || b.Jobs[0].Archived || b.Jobs[1].Archived {
@@ -431,18 +452,18 @@ var contract = []contractCase{
 	}},
 	{"restore brings the machine back from the stub, still quiesced", func(t *testing.T, p pair) {
 		finalized(t, p)
-		m := must[api.Machine](t, "restore")(p.src.RestoreMigration(ctx, machineUUID))
+		m := must[api.Machine](t, "restore")(p.src.RestoreMigrationFor(ctx, machineUUID, migration))
 		if m.Locked || m.Runnable || m.Meta[api.MetaMigrating] != migration || m.Meta[api.MetaRedirectEndpoint] != "" || len(m.Profiles) != 1 {
 			t.Errorf("restored: %+v", m)
 		}
 		if j := getJob(t, p.src, doneJob); j.Archived || j.Meta[api.MetaRedirectEndpoint] != "" {
 			t.Errorf("restored finished job: Archived %v, Meta %v", j.Archived, j.Meta)
 		}
-		again := must[api.Machine](t, "restore what is no stub")(p.src.RestoreMigration(ctx, machineUUID))
+		again := must[api.Machine](t, "restore what is no stub")(p.src.RestoreMigrationFor(ctx, machineUUID, migration))
 		if again.Meta[api.MetaMigrating] != migration {
 			t.Errorf("second restore: %+v", again)
 		}
-		if m := must[api.Machine](t, "unquiesce")(p.src.Unquiesce(ctx, machineUUID)); !m.Runnable {
+		if m := must[api.Machine](t, "unquiesce")(p.src.UnquiesceFor(ctx, machineUUID, migration)); !m.Runnable {
 			t.Errorf("unquiesced after restore: %+v", m)
 		}
 	}},
@@ -450,14 +471,14 @@ var contract = []contractCase{
 		// The machine went dst -> src earlier: dst holds its stub, src the live machine.
 		seed(t, p.dst)
 		must[api.Machine](t, "quiesce on dst")(p.dst.Quiesce(ctx, machineUUID, api.QuiesceRequest{Migration: other}))
-		must[api.Machine](t, "finalize on dst")(p.dst.FinalizeMigration(ctx, machineUUID, api.FinalizeRequest{RedirectEndpoint: p.src.url}))
+		must[api.Machine](t, "finalize on dst")(p.dst.FinalizeMigrationFor(ctx, machineUUID, other, api.FinalizeRequest{RedirectEndpoint: p.src.url}))
 		copied(t, p)
 		m := getMachine(t, p.dst)
 		if m.Locked || m.Runnable || m.Meta[api.MetaRedirectEndpoint] != "" || len(m.Profiles) != 1 {
 			t.Errorf("copy over the stub: %+v", m)
 		}
 		// The stub's snapshot is gone: nothing stale comes back.
-		if m := must[api.Machine](t, "unquiesce the copy")(p.dst.Unquiesce(ctx, machineUUID)); m.Runnable {
+		if m := must[api.Machine](t, "unquiesce the copy")(p.dst.UnquiesceFor(ctx, machineUUID, migration)); m.Runnable {
 			t.Errorf("unquiesce of the copy made it live: %+v", m)
 		}
 	}},
@@ -489,7 +510,7 @@ var contract = []contractCase{
 		if err := a.UndoCopy(ctx, in); errorType(err) != activities.ErrLastCopy {
 			t.Errorf("undo while the source is a stub: %v, want %s", err, activities.ErrLastCopy)
 		}
-		must[api.Machine](t, "restore")(p.src.RestoreMigration(ctx, machineUUID))
+		must[api.Machine](t, "restore")(p.src.RestoreMigrationFor(ctx, machineUUID, migration))
 		if err := a.UndoCopy(ctx, in); err != nil {
 			t.Fatal(err)
 		}
@@ -652,12 +673,12 @@ var contract = []contractCase{
 		calls := map[string]func() error{
 			"GetMachine": func() error { _, err := p.src.GetMachine(ctx, unknownUUID); return err },
 			"GetJob":     func() error { _, err := p.src.GetJob(ctx, unknownUUID); return err },
-			"Unquiesce":  func() error { _, err := p.src.Unquiesce(ctx, unknownUUID); return err },
+			"Unquiesce":  func() error { _, err := p.src.UnquiesceFor(ctx, unknownUUID, migration); return err },
 			"Finalize": func() error {
-				_, err := p.src.FinalizeMigration(ctx, unknownUUID, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
+				_, err := p.src.FinalizeMigrationFor(ctx, unknownUUID, migration, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
 				return err
 			},
-			"Restore": func() error { _, err := p.src.RestoreMigration(ctx, unknownUUID); return err },
+			"Restore": func() error { _, err := p.src.RestoreMigrationFor(ctx, unknownUUID, migration); return err },
 			"Delete":  func() error { return p.src.DeleteMachine(ctx, unknownUUID, migration) },
 		}
 		for name, call := range calls {

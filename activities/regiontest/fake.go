@@ -33,6 +33,7 @@ type Region struct {
 	ops       []*pendingOp           // queued rack operations, oldest first
 	opSeq     int64
 	failures  map[string]failure // by method name
+	holds     map[string]*hold   // by method name: the next call waits for its release
 	checks    []api.GrantCheck   // the grant checks asked, in order
 	journal   *Journal
 }
@@ -88,6 +89,7 @@ func New(name, url string, journal *Journal) *Region {
 		tickets:   map[string]*ticket{},
 		racks:     map[string]*rackState{},
 		failures:  map[string]failure{},
+		holds:     map[string]*hold{},
 		journal:   journal,
 	}
 }
@@ -171,6 +173,36 @@ func (r *Region) Fail(method string, status, times int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failures[method] = failure{status: status, times: times}
+}
+
+// hold is a call of a method that waits until a test releases it.
+type hold struct {
+	held, release chan struct{}
+}
+
+// Hold makes the next call of method wait, before it takes effect, until release is called;
+// held is closed once that call waits. A test lands a step's answer after other calls with it
+// (e.g. after a cancel's undos started).
+func (r *Region) Hold(method string) (held <-chan struct{}, release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := &hold{held: make(chan struct{}), release: make(chan struct{})}
+	r.holds[method] = h
+	var once sync.Once
+	return h.held, func() { once.Do(func() { close(h.release) }) }
+}
+
+// waitIfHeld makes a call of method wait while a test holds it. It runs before the call
+// takes the region's lock, so other calls go on meanwhile.
+func (r *Region) waitIfHeld(method string) {
+	r.mu.Lock()
+	h := r.holds[method]
+	delete(r.holds, method)
+	r.mu.Unlock()
+	if h != nil {
+		close(h.held)
+		<-h.release
+	}
 }
 
 // enter records a call and returns the injected failure, if any. Reads are not recorded.

@@ -45,6 +45,18 @@ func (r *Region) holder(m api.Machine) string {
 	return ""
 }
 
+// onHeldMachine is onMachine for a step of migration ("" names none): a machine another
+// migration holds is a conflict.
+func onHeldMachine[T any](r *Region, method, key, migration string, fn func(m api.Machine) (T, error)) (T, error) {
+	return onMachine(r, method, key, func(m api.Machine) (T, error) {
+		if held := r.holder(m); migration != "" && held != "" && held != migration {
+			var zero T
+			return zero, apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s; migration %s may not act on it", m.Name, m.Uuid, held, migration)
+		}
+		return fn(m)
+	})
+}
+
 // openImport returns a ticket spent on machine and not closed, other than the token except.
 func (r *Region) openImport(machine, except string) *ticket {
 	for _, token := range slices.Sorted(maps.Keys(r.tickets)) {
@@ -86,6 +98,7 @@ func (snap snapshot) live(m api.Machine) api.Machine {
 // onMachine runs fn on the machine at key, under the lock, once the call is recorded and no
 // failure is injected.
 func onMachine[T any](r *Region, method, key string, fn func(m api.Machine) (T, error)) (T, error) {
+	r.waitIfHeld(method)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var zero T
@@ -140,9 +153,9 @@ func (r *Region) Quiesce(_ context.Context, key string, req api.QuiesceRequest) 
 	})
 }
 
-// Unquiesce implements activities.Region: without a snapshot the machine is unchanged.
-func (r *Region) Unquiesce(_ context.Context, key string) (api.Machine, error) {
-	return onMachine(r, "Unquiesce", key, func(m api.Machine) (api.Machine, error) {
+// UnquiesceFor implements activities.Region: without a snapshot the machine is unchanged.
+func (r *Region) UnquiesceFor(_ context.Context, key, migration string) (api.Machine, error) {
+	return onHeldMachine(r, "Unquiesce", key, migration, func(m api.Machine) (api.Machine, error) {
 		snap, ok := r.snapshots[m.Uuid]
 		switch {
 		case !ok:
@@ -270,10 +283,10 @@ func (r *Region) ticketFor(token, machine string) (t *ticket, reused bool, err e
 	return t, t.machine == machine, nil
 }
 
-// FinalizeMigration implements activities.Region: the quiesced machine becomes the locked
+// FinalizeMigrationFor implements activities.Region: the quiesced machine becomes the locked
 // stub redirecting to the endpoint; again to the same endpoint changes nothing.
-func (r *Region) FinalizeMigration(_ context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
-	return onMachine(r, "FinalizeMigration", key, func(m api.Machine) (api.Machine, error) {
+func (r *Region) FinalizeMigrationFor(_ context.Context, key, migration string, req api.FinalizeRequest) (api.Machine, error) {
+	return onHeldMachine(r, "FinalizeMigration", key, migration, func(m api.Machine) (api.Machine, error) {
 		if to := m.Meta[api.MetaRedirectEndpoint]; to == req.RedirectEndpoint {
 			return cloneMachine(m), nil
 		} else if to != "" {
@@ -337,10 +350,10 @@ func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCop
 	})
 }
 
-// RestoreMigration implements activities.Region: a stub's machine and jobs come back from
+// RestoreMigrationFor implements activities.Region: a stub's machine and jobs come back from
 // the quiesce snapshot, still quiesced; a machine that is not a stub is unchanged.
-func (r *Region) RestoreMigration(_ context.Context, key string) (api.Machine, error) {
-	return onMachine(r, "RestoreMigration", key, func(m api.Machine) (api.Machine, error) {
+func (r *Region) RestoreMigrationFor(_ context.Context, key, migration string) (api.Machine, error) {
+	return onHeldMachine(r, "RestoreMigration", key, migration, func(m api.Machine) (api.Machine, error) {
 		if !isStub(m) {
 			return cloneMachine(m), nil
 		}
@@ -362,10 +375,10 @@ func (r *Region) RestoreMigration(_ context.Context, key string) (api.Machine, e
 	})
 }
 
-// Activate implements activities.Region: an imported copy goes live and its import's
+// ActivateFor implements activities.Region: an imported copy goes live and its import's
 // tickets close; a stub or a quiesced machine is a conflict.
-func (r *Region) Activate(_ context.Context, key string) (api.Machine, error) {
-	return onMachine(r, "Activate", key, func(m api.Machine) (api.Machine, error) {
+func (r *Region) ActivateFor(_ context.Context, key, migration string) (api.Machine, error) {
+	return onHeldMachine(r, "Activate", key, migration, func(m api.Machine) (api.Machine, error) {
 		switch {
 		case isStub(m):
 			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; activate it there", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])

@@ -74,6 +74,7 @@ func (r *Region) GetRack(_ context.Context, key string) (api.Rack, error) {
 // rackOp runs fn on the rack with UUID rack, under the lock, once the call is recorded (if
 // record) and no failure is injected.
 func rackOp[T any](r *Region, method, rack string, record bool, fn func(*rackState) (T, error)) (T, error) {
+	r.waitIfHeld(method)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var zero T

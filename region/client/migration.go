@@ -22,7 +22,28 @@ func (c *Client) Quiesce(ctx context.Context, key string, req api.QuiesceRequest
 
 // Unquiesce restores the machine at key on the source from its snapshot (compensation of Quiesce).
 func (c *Client) Unquiesce(ctx context.Context, key string) (api.Machine, error) {
-	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "unquiesce")
+	return c.UnquiesceFor(ctx, key, "")
+}
+
+// UnquiesceFor is Unquiesce for migration (a workflow ID): refused when another migration
+// holds the machine.
+func (c *Client) UnquiesceFor(ctx context.Context, key, migration string) (api.Machine, error) {
+	return machineStep(ctx, c, key, "unquiesce", migration, nil)
+}
+
+// machineStep posts action, with in as its body, on the machine at key for migration (a
+// workflow ID; "" names none), named in the query as DeleteForMigration names it: the region
+// refuses the step when another migration holds the machine.
+func machineStep(ctx context.Context, c *Client, key, action, migration string, in any) (api.Machine, error) {
+	path, err := keyPath(api.KindMachines, key, action)
+	if err != nil {
+		return api.Machine{}, err
+	}
+	var query url.Values
+	if migration != "" {
+		query = url.Values{"migration": {migration}}
+	}
+	return call[api.Machine](ctx, c, Request{Method: http.MethodPost, Path: path, Query: query, Body: in})
 }
 
 // Export returns the bundle (machine, jobs, logs, profiles) of the machine at key on the source.
@@ -40,12 +61,24 @@ func (c *Client) Import(ctx context.Context, req api.ImportRequest) (api.Machine
 // FinalizeMigration turns the machine at key on the source into a locked stub redirecting
 // to the destination.
 func (c *Client) FinalizeMigration(ctx context.Context, key string, req api.FinalizeRequest) (api.Machine, error) {
-	return callKey[api.Machine](ctx, c, http.MethodPost, req, api.KindMachines, key, "finalize-migration")
+	return c.FinalizeMigrationFor(ctx, key, "", req)
+}
+
+// FinalizeMigrationFor is FinalizeMigration for migration: refused when another migration
+// holds the machine.
+func (c *Client) FinalizeMigrationFor(ctx context.Context, key, migration string, req api.FinalizeRequest) (api.Machine, error) {
+	return machineStep(ctx, c, key, "finalize-migration", migration, req)
 }
 
 // RestoreMigration undoes FinalizeMigration on the source from its snapshot (compensation).
 func (c *Client) RestoreMigration(ctx context.Context, key string) (api.Machine, error) {
-	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "restore-migration")
+	return c.RestoreMigrationFor(ctx, key, "")
+}
+
+// RestoreMigrationFor is RestoreMigration for migration: refused when another migration
+// holds the stub.
+func (c *Client) RestoreMigrationFor(ctx context.Context, key, migration string) (api.Machine, error) {
+	return machineStep(ctx, c, key, "restore-migration", migration, nil)
 }
 
 // DeleteForMigration deletes the machine at key for migration (a workflow ID), which may hold it.
@@ -59,7 +92,12 @@ func (c *Client) DeleteForMigration(ctx context.Context, key, migration string) 
 
 // Activate makes the imported machine at key runnable and available on this (destination) region.
 func (c *Client) Activate(ctx context.Context, key string) (api.Machine, error) {
-	return callKey[api.Machine](ctx, c, http.MethodPost, nil, api.KindMachines, key, "activate")
+	return c.ActivateFor(ctx, key, "")
+}
+
+// ActivateFor is Activate for migration: refused when another migration holds the copy.
+func (c *Client) ActivateFor(ctx context.Context, key, migration string) (api.Machine, error) {
+	return machineStep(ctx, c, key, "activate", migration, nil)
 }
 
 // IssueGrant asks this (source) region for a grant to start a move (region/api/grants.go).

@@ -32,10 +32,13 @@ func (s *Server) migrationRoutes() {
 	s.migrationUndoRoutes()
 }
 
-// machineAction serves a bodiless POST that changes the machine at {key} and answers with it.
+// machineAction serves a POST that changes the machine at {key} and answers with it. A
+// migration names itself in the query (?migration=, as a DELETE does): the store then
+// refuses the step on a machine another migration holds (store.ForMigration).
 func (s *Server) machineAction(action func(ctx context.Context, by store.Principal, key string) (api.Machine, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *call) error {
-		m, err := action(r.Context(), c.by, r.PathValue("key"))
+		ctx := store.ForMigration(r.Context(), r.URL.Query().Get(paramMigration))
+		m, err := action(ctx, c.by, r.PathValue("key"))
 		if err != nil {
 			return err
 		}

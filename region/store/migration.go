@@ -213,10 +213,32 @@ func (s *Store) Quiesce(ctx context.Context, by Principal, key, migration string
 	})
 }
 
+// refuseOtherMigration refuses a step made for a migration (ForMigration) on a machine
+// another migration holds: a retried step of one move must not act on what another move
+// holds (e.g. activate its copy, whose undo that move would then be refused). A step naming
+// no migration is an operator's, and is not refused.
+func refuseOtherMigration(ctx context.Context, q querier, m *api.Machine) error {
+	acting := actingFor(ctx)
+	if acting == "" {
+		return nil
+	}
+	held, err := holder(ctx, q, m)
+	if err != nil {
+		return err
+	}
+	if held != "" && held != acting {
+		return conflictf("machine %s (%s) is held by migration %s; migration %s may not act on it", m.Name, m.Uuid, held, acting)
+	}
+	return nil
+}
+
 // Unquiesce gives the machine back the Runnable and Meta of its snapshot and drops the
 // snapshot. Without a snapshot it returns the machine unchanged; a stub must be restored first.
 func (s *Store) Unquiesce(ctx context.Context, by Principal, key string) (api.Machine, error) {
 	return s.machineOp(ctx, key, func(tx pgx.Tx, r row[api.Machine]) (*api.Machine, error) {
+		if err := refuseOtherMigration(ctx, tx, r.obj); err != nil {
+			return nil, err
+		}
 		snap, err := loadSnapshot(ctx, tx, r.obj.Uuid, true)
 		if err != nil || snap == nil {
 			return nil, err
@@ -624,6 +646,9 @@ func (s *Store) FinalizeMigration(ctx context.Context, by Principal, key, endpoi
 	}
 	return s.machineOp(ctx, key, func(tx pgx.Tx, r row[api.Machine]) (*api.Machine, error) {
 		m := r.obj
+		if err := refuseOtherMigration(ctx, tx, m); err != nil {
+			return nil, err
+		}
 		if to := m.Meta[api.MetaRedirectEndpoint]; to == endpoint {
 			return nil, nil
 		} else if to != "" {
@@ -690,6 +715,9 @@ func stubOf(live *api.Machine, endpoint string) *api.Machine {
 // follow. A machine that is not a stub is returned unchanged.
 func (s *Store) RestoreMigration(ctx context.Context, by Principal, key string) (api.Machine, error) {
 	return s.machineOp(ctx, key, func(tx pgx.Tx, r row[api.Machine]) (*api.Machine, error) {
+		if err := refuseOtherMigration(ctx, tx, r.obj); err != nil {
+			return nil, err
+		}
 		if !isStub(r.obj) {
 			return nil, nil
 		}
@@ -725,6 +753,9 @@ func (s *Store) RestoreMigration(ctx context.Context, by Principal, key string) 
 func (s *Store) Activate(ctx context.Context, by Principal, key string) (api.Machine, error) {
 	return s.machineOp(ctx, key, func(tx pgx.Tx, r row[api.Machine]) (*api.Machine, error) {
 		m := r.obj
+		if err := refuseOtherMigration(ctx, tx, m); err != nil {
+			return nil, err
+		}
 		switch {
 		case isStub(m):
 			return nil, conflictf("machine %s (%s) is a stub migrated to %s; activate it there", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
