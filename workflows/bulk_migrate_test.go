@@ -240,7 +240,7 @@ func TestBulkMigrateIsolatesFailures(t *testing.T) {
 }
 
 // A machine already being migrated (a direct migration of it runs) fails to start as a child;
-// the bulk migration records it as skipped, not failed, and goes on (issue 10).
+// the bulk migration records it as skipped, not failed, and goes on.
 func TestBulkMigrateSkipsMachineAlreadyMigrating(t *testing.T) {
 	machines := machineUUIDs(2)
 	children := &fakeChildren{duration: staggered}

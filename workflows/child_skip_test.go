@@ -9,7 +9,7 @@ import (
 
 // A machine of the rack that another migration is moving (its child cannot start) is
 // reported skipped, not failed; the rack cannot move away from it, so the transfer stops
-// before its repoint and undoes its copy (issue 10).
+// before its repoint and undoes its copy.
 func TestTransferRackReportsBusyMachineSkipped(t *testing.T) {
 	machines := machineUUIDs(2)
 	e := newTransferEnv(t, []string{machines[0], machines[0], machines[1]}, &fakeChildren{duration: staggered})

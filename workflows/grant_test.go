@@ -13,7 +13,7 @@ import (
 
 // TestMigrateMachineRefusedWithoutGrant: when the source refuses the grant (none, forged,
 // expired, revoked, for another machine or target: region/server TestMigrateGrants), the
-// migration fails in validation and no region is changed (issue 10 item 9).
+// migration fails in validation and no region is changed.
 func TestMigrateMachineRefusedWithoutGrant(t *testing.T) {
 	for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden} {
 		f := newFixture(t)

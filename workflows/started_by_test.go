@@ -9,7 +9,7 @@ import (
 )
 
 // A move records who started it in its memo from the grant its validation verified, so a
-// start through the Temporal CLI (which sets no memo) shows it too (issue 10).
+// start through the Temporal CLI (which sets no memo) shows it too.
 func TestMigrateMachineRecordsStartedByFromTheGrant(t *testing.T) {
 	f := newFixture(t)
 	var memos []map[string]any
