@@ -93,8 +93,8 @@ var floods = map[string]func(*flood, *floodTally) error{
 	"enlistment":       (*flood).enlistFlood,
 }
 
-// TestDHCPUnderFloods measures (it asserts nothing about speed) the rack's DHCP exchanges,
-// resident memory and CPU time while a client's namespace floods what the rack serves on the
+// TestDHCPUnderFloods measures (it asserts nothing about speed) the DHCP exchanges, resident
+// memory and CPU time of a rack started afresh for each phase while a client's namespace floods what the rack serves on the
 // provisioning network, one phase each: no flood; DNS queries of random names of the
 // region's zone (TXT, EDNS 4096) from an outsider, then from a served client; syslog over UDP
 // from a served client and an outsider; syslog over TCP, 4 connections held from each of 64
@@ -102,7 +102,7 @@ var floods = map[string]func(*flood, *floodTally) error{
 // random MACs from 16 goroutines, each from an address of the served subnet. The rack
 // (TestRackChildProcess) and each flood (TestFlooderChildProcess) run in processes of their
 // own, so the rack's memory is its own and the flood's goroutines do not delay the test's
-// DHCP client; the rack's peak memory is reset at each phase's start. Run it with
+// DHCP client; the rack's peak memory is reset once it leases. Run it with
 // IRONFLOW_FLOOD=5s.
 func TestDHCPUnderFloods(t *testing.T) {
 	phase, err := time.ParseDuration(os.Getenv(floodEnv))
@@ -120,8 +120,6 @@ func TestDHCPUnderFloods(t *testing.T) {
 	for _, a := range append([]netip.Addr{floodClient, floodOutsider}, append(syslogHolders, enlisters...)...) {
 		netnstest.IP(t, "-n", v.cliNS, "addr", "add", a.String()+"/24", "dev", v.cliIf)
 	}
-	pid := startRackChild(t, v)
-
 	conn, mac := dhcptest.RawClientConn(t, v.cliNS, v.cliIf)
 	c, err := nclient4.NewWithConn(conn, mac, nclient4.WithTimeout(time.Second), nclient4.WithRetry(1))
 	if err != nil {
@@ -129,14 +127,16 @@ func TestDHCPUnderFloods(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// The rack opens its HTTP boot, DNS and syslog sockets before it serves DHCP: once it
-	// leases, every flood has its target.
-	testutil.Eventually(t, 20*time.Second, "the rack in its own process leases", func() bool {
-		_, err := c.Request(context.Background())
-		return err == nil
-	})
 	t.Logf("load average %s", loadAverage(t))
 	for _, kind := range []string{"no flood", "DNS, outsider", "DNS, client", "syslog UDP", "syslog TCP slots", "enlistment"} {
+		// A rack process of its own for each phase: what one flood left in its memory is not
+		// the next one's. It opens its HTTP boot, DNS and syslog sockets before it serves
+		// DHCP: once it leases, every flood has its target.
+		pid, stop := startRackChild(t, v)
+		testutil.Eventually(t, 20*time.Second, "the rack in its own process leases", func() bool {
+			_, err := c.Request(context.Background())
+			return err == nil
+		})
 		resetPeakMemory(t, pid)
 		before := sampleProc(t, pid)
 		fl := &flood{Kind: kind, Stop: time.Now().Add(phase), DNS: netip.AddrPortFrom(v.serverIP, 53),
@@ -152,6 +152,7 @@ func TestDHCPUnderFloods(t *testing.T) {
 			line += "; flood: " + wait().String()
 		}
 		after := sampleProc(t, pid)
+		stop()
 		t.Logf("%s; rack: RSS %d→%d kB, peak %d kB, CPU %.1f s", line, before.rss, after.rss, after.peak, (after.cpu - before.cpu).Seconds())
 	}
 	t.Logf("load average %s", loadAverage(t))
@@ -497,17 +498,18 @@ func waitChild(t *testing.T, cmd *exec.Cmd, out *testutil.SafeBuffer, stdin io.C
 	}
 }
 
-// startRackChild runs v's rack in a process of its own (TestRackChildProcess) until the test
-// ends, and returns its PID.
-func startRackChild(t *testing.T, v *vethRack) int {
+// startRackChild runs v's rack in a process of its own (TestRackChildProcess) until stop or
+// the test's end, and returns its PID.
+func startRackChild(t *testing.T, v *vethRack) (pid int, stop func()) {
 	t.Helper()
 	spec, err := json.Marshal(rackChild{Dir: v.dir, NS: v.rackNS, If: v.rackIf, SyslogListen: v.syslogListen, ServerIP: v.serverIP})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd, out, stdin := startChild(t, nil, "TestRackChildProcess", rackChildEnv+"="+string(spec))
-	t.Cleanup(func() { waitChild(t, cmd, out, stdin) })
-	return cmd.Process.Pid
+	stop = sync.OnceFunc(func() { waitChild(t, cmd, out, stdin) })
+	t.Cleanup(stop)
+	return cmd.Process.Pid, stop
 }
 
 // TestRackChildProcess is the rack of TestDHCPUnderFloods, in its own process; it runs only
