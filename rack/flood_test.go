@@ -460,13 +460,18 @@ func (fl *flood) enlistFlood(f *floodTally) error {
 }
 
 // startChild runs this test binary's test named run in a process of its own, through the
-// command wrap (none: nil), with env added to its environment. waitChild ends it.
-func startChild(t *testing.T, wrap []string, run string, env ...string) (*exec.Cmd, *testutil.SafeBuffer, io.Closer) {
+// command wrap (none: nil), with spec in JSON in its environment variable env (childSpec
+// reads it). waitChild ends it.
+func startChild(t *testing.T, wrap []string, run, env string, spec any) (*exec.Cmd, *testutil.SafeBuffer, io.Closer) {
 	t.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
 	argv := append(wrap, os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// The child needs no database: a URL it never uses keeps it from starting PostgreSQL.
-	cmd.Env = append(append(os.Environ(), pgtest.EnvURL+"=postgres://unused"), env...)
+	cmd.Env = append(os.Environ(), pgtest.EnvURL+"=postgres://unused", env+"="+string(raw))
 	out := &testutil.SafeBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	stdin, err := cmd.StdinPipe()
@@ -477,6 +482,19 @@ func startChild(t *testing.T, wrap []string, run string, env ...string) (*exec.C
 		t.Fatal(err)
 	}
 	return cmd, out, stdin
+}
+
+// childSpec decodes into spec what the parent test passed in env, and skips the test when
+// there is none: the test runs only as a child (startChild).
+func childSpec(t *testing.T, env, what string, spec any) {
+	t.Helper()
+	raw := os.Getenv(env)
+	if raw == "" {
+		t.Skip(what)
+	}
+	if err := json.Unmarshal([]byte(raw), spec); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitChild closes the child's stdin (a child that serves stops when it ends) and waits for
@@ -502,11 +520,8 @@ func waitChild(t *testing.T, cmd *exec.Cmd, out *testutil.SafeBuffer, stdin io.C
 // the test's end, and returns its PID.
 func startRackChild(t *testing.T, v *vethRack) (pid int, stop func()) {
 	t.Helper()
-	spec, err := json.Marshal(rackChild{Dir: v.dir, NS: v.rackNS, If: v.rackIf, SyslogListen: v.syslogListen, ServerIP: v.serverIP})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, out, stdin := startChild(t, nil, "TestRackChildProcess", rackChildEnv+"="+string(spec))
+	cmd, out, stdin := startChild(t, nil, "TestRackChildProcess", rackChildEnv,
+		rackChild{Dir: v.dir, NS: v.rackNS, If: v.rackIf, SyslogListen: v.syslogListen, ServerIP: v.serverIP})
 	stop = sync.OnceFunc(func() { waitChild(t, cmd, out, stdin) })
 	t.Cleanup(stop)
 	return cmd.Process.Pid, stop
@@ -515,14 +530,8 @@ func startRackChild(t *testing.T, v *vethRack) (pid int, stop func()) {
 // TestRackChildProcess is the rack of TestDHCPUnderFloods, in its own process; it runs only
 // when that test starts it, and stops when its stdin ends.
 func TestRackChildProcess(t *testing.T) {
-	spec := os.Getenv(rackChildEnv)
-	if spec == "" {
-		t.Skip("the rack process of TestDHCPUnderFloods")
-	}
 	var c rackChild
-	if err := json.Unmarshal([]byte(spec), &c); err != nil {
-		t.Fatal(err)
-	}
+	childSpec(t, rackChildEnv, "the rack process of TestDHCPUnderFloods", &c)
 	v := &vethRack{dir: c.Dir, rackNS: c.NS, rackIf: c.If, serverIP: c.ServerIP, syslogListen: c.SyslogListen}
 	v.start(t)
 	_, _ = io.Copy(io.Discard, os.Stdin)
@@ -532,11 +541,7 @@ func TestRackChildProcess(t *testing.T) {
 // the whole process in ns), and returns the wait for its result.
 func startFlooder(t *testing.T, ns string, fl *flood) func() floodResult {
 	t.Helper()
-	spec, err := json.Marshal(fl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, out, stdin := startChild(t, []string{"ip", "netns", "exec", ns}, "TestFlooderChildProcess", flooderChildEnv+"="+string(spec))
+	cmd, out, stdin := startChild(t, []string{"ip", "netns", "exec", ns}, "TestFlooderChildProcess", flooderChildEnv, fl)
 	t.Cleanup(func() { _ = cmd.Process.Kill() }) // ends a flooder that waitChild did not
 	return func() floodResult {
 		waitChild(t, cmd, out, stdin)
@@ -555,14 +560,8 @@ func startFlooder(t *testing.T, ns string, fl *flood) func() floodResult {
 // TestFlooderChildProcess sends a flood of TestDHCPUnderFloods until its end and writes what
 // it sent and got; it runs only when that test starts it.
 func TestFlooderChildProcess(t *testing.T) {
-	spec := os.Getenv(flooderChildEnv)
-	if spec == "" {
-		t.Skip("a flooding process of TestDHCPUnderFloods")
-	}
 	var fl flood
-	if err := json.Unmarshal([]byte(spec), &fl); err != nil {
-		t.Fatal(err)
-	}
+	childSpec(t, flooderChildEnv, "a flooding process of TestDHCPUnderFloods", &fl)
 	f := &floodTally{got: map[string]int{}}
 	if err := floods[fl.Kind](&fl, f); err != nil {
 		t.Fatal(err)
