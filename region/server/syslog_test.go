@@ -170,40 +170,49 @@ func TestMachineLogsEscapeFormatCharacters(t *testing.T) {
 }
 
 // TestRackSyslogOnlyOfServedMachines: a rack posts syslog only for the machines it serves
-// (behind it, reserved in its subnets, or leased by it); a message naming another rack's
-// machine by MAC is refused and counted, and stores nothing under that machine.
+// (behind it, reserved in its subnets, leased by it, or held by no rack at all); a message
+// naming another rack's machine by MAC is refused and counted, and stores nothing under that
+// machine.
 func TestRackSyslogOnlyOfServedMachines(t *testing.T) {
 	t.Parallel()
 	f := newSyslogFixture(t)
 	e := f.e
 	fabric := e.create(api.KindFabrics, map[string]any{"Name": "f2"})["Uuid"]
 	vlan := e.create(api.KindVLANs, map[string]any{"Fabric": fabric, "VID": 2, "PrimaryRack": f.other.Rack.Uuid, "DHCPOn": true})["Uuid"]
-	e.create(api.KindSubnets, map[string]any{"Name": "s2", "CIDR": "10.6.0.0/24", "VLAN": vlan})
+	s2 := e.create(api.KindSubnets, map[string]any{"Name": "s2", "CIDR": "10.6.0.0/24", "VLAN": vlan})["Uuid"]
 	robin := e.create(api.KindMachines, map[string]any{"Name": "robin", "HardwareAddrs": []string{"52:54:00:00:06:01"}, "Address": "10.6.0.10"})["Uuid"].(string)
 	wren := e.create(api.KindMachines, map[string]any{"Name": "wren", "HardwareAddrs": []string{"52:54:00:00:06:02"}, "Rack": f.rack.Rack.Uuid})["Uuid"].(string)
 	lark := e.create(api.KindMachines, map[string]any{"Name": "lark", "HardwareAddrs": []string{"52:54:00:00:06:03"}})["Uuid"].(string)
 	f.lease("10.5.0.30", "52:54:00:00:06:03", f.rack)
+	// Held by no rack yet: its first lease has not reached the region when its syslog does.
+	finch := e.create(api.KindMachines, map[string]any{"Name": "finch", "HardwareAddrs": []string{"52:54:00:00:06:04"}})["Uuid"].(string)
+	jay := e.create(api.KindMachines, map[string]any{"Name": "jay", "HardwareAddrs": []string{"52:54:00:00:06:05"}})["Uuid"].(string)
+	e.create(api.KindLeases, map[string]any{"Addr": "10.6.0.40", "MAC": "52:54:00:00:06:05", "Subnet": s2, "Rack": f.other.Rack.Uuid,
+		"State": "active", "Start": f.now, "Expires": f.now.Add(time.Hour)})
 
 	batch := []api.SyslogMessage{
 		f.msg("10.5.0.100", "52:54:00:00:05:01", "reserved"),
 		f.msg("10.5.0.20", "52:54:00:00:06:01", "rack-b's machine"),
 		f.msg("10.5.0.21", "52:54:00:00:06:02", "behind the rack"),
 		f.msg("10.5.0.30", "52:54:00:00:06:03", "leased"),
+		f.msg("10.5.0.31", "52:54:00:00:06:04", "held by no rack"),
+		f.msg("10.5.0.32", "52:54:00:00:06:05", "leased by rack-b"),
 	}
 	var res api.SyslogSyncResult
 	r := doRequest(t, f.rack.Token, http.MethodPost, f.path, batch)
 	decodeJSON(t, r, &res)
-	if r.code != http.StatusOK || res.Stored != 3 || len(res.Rejected) != 1 || res.Rejected[0].Index != 1 || res.Rejected[0].Reason != store.SyslogOtherMachine ||
-		!strings.Contains(res.Rejected[0].Error, "robin") {
-		t.Fatalf("sync: %d %s, want 3 stored and robin's refused as %s", r.code, r.body, store.SyslogOtherMachine)
+	if r.code != http.StatusOK || res.Stored != 4 || len(res.Rejected) != 2 ||
+		res.Rejected[0].Index != 1 || res.Rejected[0].Reason != store.SyslogOtherMachine || !strings.Contains(res.Rejected[0].Error, "robin") ||
+		res.Rejected[1].Index != 5 || res.Rejected[1].Reason != store.SyslogOtherMachine || !strings.Contains(res.Rejected[1].Error, "jay") {
+		t.Fatalf("sync: %d %s, want 4 stored, robin's and jay's refused as %s", r.code, r.body, store.SyslogOtherMachine)
 	}
-	for machine, want := range map[string]int{robin: 0, wren: 1, lark: 1, f.machine: 1} {
+	for machine, want := range map[string]int{robin: 0, wren: 1, lark: 1, finch: 1, jay: 0, f.machine: 1} {
 		if logs, err := e.st.Syslog(context.Background(), store.SyslogQuery{Machine: machine}); err != nil || len(logs) != want {
 			t.Errorf("machine %s has %d messages (%v), want %d", machine, len(logs), err, want)
 		}
 	}
 	metrics := string(e.mustDo("", http.MethodGet, "/metrics", nil, http.StatusOK).body)
-	if want := fmt.Sprintf("ironflow_syslog_records_rejected_total{reason=%q} 1", store.SyslogOtherMachine); !strings.Contains(metrics, want) {
+	if want := fmt.Sprintf("ironflow_syslog_records_rejected_total{reason=%q} 2", store.SyslogOtherMachine); !strings.Contains(metrics, want) {
 		t.Errorf("metrics lack %s", want)
 	}
 }

@@ -176,30 +176,36 @@ type macMachine struct {
 
 // machinesByMAC maps the MACs that belong to a machine to it. rack serves a machine (and may
 // post its syslog) when the machine is behind it (Machine.Rack), when its Address, which is
-// its reservation, is in a subnet the rack serves (served), or when the rack holds an active,
-// unexpired lease for the MAC.
+// its reservation, is in a subnet the rack serves (served), when the rack holds an active,
+// unexpired lease for the MAC, or when no rack holds the machine at all (no Rack, no Address,
+// no other rack's live lease): a machine that just got a dynamic lease posts syslog before
+// the rack's next lease upload reaches the region, and its messages come from an address the
+// rack serves (checked before). A machine another rack holds in any of these ways stays its.
 func machinesByMAC(ctx context.Context, tx pgx.Tx, rack string, served map[string]netip.Prefix, macs []string) (map[string]macMachine, error) {
 	out := map[string]macMachine{}
 	if len(macs) == 0 {
 		return out, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT mm.mac, m.uuid::text, m.name, coalesce(m.doc->>'Address', ''), coalesce(m.doc->>'Rack', '') = $2,
+	rows, err := tx.Query(ctx, `SELECT mm.mac, m.uuid::text, m.name, coalesce(m.doc->>'Address', ''), coalesce(m.doc->>'Rack', ''),
 			EXISTS (SELECT 1 FROM leases l WHERE l.mac = mm.mac AND l.doc->>'Rack' = $2 AND l.doc->>'State' = 'active'
+				AND coalesce(nullif(l.doc->>'Expires', '0001-01-01T00:00:00Z')::timestamptz > now(), true)),
+			EXISTS (SELECT 1 FROM leases l WHERE l.mac = mm.mac AND l.doc->>'Rack' <> $2 AND l.doc->>'State' = 'active'
 				AND coalesce(nullif(l.doc->>'Expires', '0001-01-01T00:00:00Z')::timestamptz > now(), true))
 		FROM machine_macs mm JOIN machines m ON m.uuid = mm.machine WHERE mm.mac = ANY($1)`, macs, rack)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
-		var mac, addr string
-		var behind, leased bool
+		var mac, addr, behind string
+		var leased, leasedElsewhere bool
 		var m macMachine
-		if err := rows.Scan(&mac, &m.uuid, &m.name, &addr, &behind, &leased); err != nil {
+		if err := rows.Scan(&mac, &m.uuid, &m.name, &addr, &behind, &leased, &leasedElsewhere); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		a, err := netip.ParseAddr(addr)
-		m.served = behind || leased || (err == nil && subnetOf(served, a) != "")
+		unheld := behind == "" && addr == "" && !leasedElsewhere
+		m.served = behind == rack || leased || (err == nil && subnetOf(served, a) != "") || unheld
 		out[mac] = m
 	}
 	return out, rows.Err()
