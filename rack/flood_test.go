@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,11 @@ import (
 
 // floodEnv, set to a duration, runs TestDHCPUnderFloods for that long per phase.
 const floodEnv = "IRONFLOW_FLOOD"
+
+// floodHeapEnv, set to a directory, has each rack process of TestDHCPUnderFloods write its
+// heap profile there when it stops (named by time and PID, so in the order of the phases),
+// for `go tool pprof -sample_index=inuse_space -top`.
+const floodHeapEnv = "IRONFLOW_FLOOD_HEAPDIR"
 
 // rackChildEnv carries the rack of TestDHCPUnderFloods to TestRackChildProcess, and
 // flooderChildEnv a flood to TestFlooderChildProcess.
@@ -535,6 +541,16 @@ func TestRackChildProcess(t *testing.T) {
 	v := &vethRack{dir: c.Dir, rackNS: c.NS, rackIf: c.If, serverIP: c.ServerIP, syslogListen: c.SyslogListen}
 	v.start(t)
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	if dir := os.Getenv(floodHeapEnv); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d-%d.heap", time.Now().UnixNano(), os.Getpid())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // startFlooder sends fl from namespace ns in a process of its own (TestFlooderChildProcess,

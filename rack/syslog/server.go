@@ -69,6 +69,9 @@ type Server struct {
 	perClient    map[netip.Addr]int
 	unattributed int // connections in conns whose source was unattributed when last checked
 
+	dropLog       rate.Sometimes // the debug line of dropped messages, at most once every dropLogInterval
+	unloggedDrops atomic.Int64   // messages dropped since that line
+
 	limitsMu  sync.Mutex
 	limits    map[netip.Addr]*clientLimit // attributed clients only: bounded by the rack's leases and reservations
 	lastSweep time.Time
@@ -119,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]*tcpClient{}, perClient: map[netip.Addr]int{},
+	s := &Server{cfg: cfg, log: cfg.Logger, dropLog: rate.Sometimes{Interval: dropLogInterval}, conns: map[net.Conn]*tcpClient{}, perClient: map[netip.Addr]int{},
 		limits: map[netip.Addr]*clientLimit{}, limitIdle: time.Minute + time.Duration(float64(cfg.BurstPerClient)/float64(cfg.RatePerClient)*float64(time.Second))}
 	ua, err := net.ResolveUDPAddr("udp", cfg.Addr)
 	if err != nil {
@@ -222,6 +225,9 @@ func (s *Server) serveTCP(ctx context.Context, g *errgroup.Group) {
 
 // errorPause is how long the receiver waits after a socket error before it reads again.
 const errorPause = 100 * time.Millisecond
+
+// dropLogInterval is the least time between two debug lines of dropped messages.
+const dropLogInterval = time.Second
 
 // pause handles a socket error: at shutdown (ctx over or the socket closed) it returns an
 // error to end the loop; otherwise (out of file descriptors, a transient network error) it
@@ -395,9 +401,16 @@ func (s *Server) allow(src netip.Addr, now time.Time) bool {
 	return l.AllowN(now, 1)
 }
 
-// drop counts a message that will not reach the region; it is logged at debug only, since a
-// flood of them must not become a flood of log lines.
+// drop counts a message that will not reach the region. It is logged at debug only, and at
+// most once every dropLogInterval with the drops since the line before, since a flood of them
+// must not become a flood of log lines (nor a log kept in memory grow by one line each).
 func (s *Server) drop(reason string, src netip.Addr) {
 	s.cfg.Metrics.dropped.WithLabelValues(reason).Inc()
-	s.log.Debug("syslog message dropped", "reason", reason, "client", src)
+	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	s.unloggedDrops.Add(1)
+	s.dropLog.Do(func() {
+		s.log.Debug("syslog message dropped", "reason", reason, "client", src, "dropped_since_last_line", s.unloggedDrops.Swap(0))
+	})
 }

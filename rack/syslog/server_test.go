@@ -114,7 +114,10 @@ func startReceiver(t *testing.T, cfg Config, fo ForwarderOptions) *receiver {
 	}
 	fo.Interval, fo.RetryDelay, fo.Logger = 10*time.Millisecond, 10*time.Millisecond, quiet
 	fwd := NewForwarder(r.region, m, fo)
-	cfg.Addr, cfg.Forwarder, cfg.Metrics, cfg.Logger = "127.0.0.1:0", fwd, m, quiet
+	cfg.Addr, cfg.Forwarder, cfg.Metrics = "127.0.0.1:0", fwd, m
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	if cfg.Attribute == nil {
 		cfg.Attribute = func(a netip.Addr) (net.HardwareAddr, bool) {
 			return clientMAC, a == netip.MustParseAddr("127.0.0.1")
@@ -220,6 +223,24 @@ func TestReceiveUDPAndTCPFraming(t *testing.T) {
 	})
 	if udp, tcp := r.metric(t, "ironflow_syslog_received_total", "udp"), r.metric(t, "ironflow_syslog_received_total", "tcp"); udp != 2 || tcp != 6 {
 		t.Errorf("received udp %v tcp %v, want 2 and 6", udp, tcp)
+	}
+}
+
+// TestDropsAreNotALogLineEach: a flood of messages the rack drops, logged at debug, makes at
+// most one log line every dropLogInterval, not one line per message.
+func TestDropsAreNotALogLineEach(t *testing.T) {
+	var log testutil.SafeBuffer
+	r := startReceiver(t, Config{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}, ForwarderOptions{})
+	start := time.Now()
+	unknown := r.dial(t, "tcp", "127.0.0.2")
+	const n = 1000
+	write(t, unknown, strings.Repeat("<13>app: from an address with no lease\n", n))
+	testutil.Eventually(t, 5*time.Second, "the flood dropped", func() bool {
+		return r.metric(t, "ironflow_syslog_dropped_total", DropUnattributed) == n
+	})
+	most := 1 + int(time.Since(start)/dropLogInterval)
+	if lines := strings.Count(log.String(), "syslog message dropped"); lines < 1 || lines > most {
+		t.Errorf("%d log lines of %d dropped messages, want 1 to %d:\n%s", lines, n, most, log.String())
 	}
 }
 
