@@ -200,6 +200,25 @@ func TestBulkCommandMigratesAPool(t *testing.T) {
 	}
 }
 
+// A bulk migration whose selection matches no machine fails with --wait, saying so, unless
+// --allow-empty; its result then shows as nothing matched.
+func TestBulkCommandRefusesAnEmptySelection(t *testing.T) {
+	newBulkSetup(t, 0, 0)
+	args := []string{"migrations", "bulk", "--from", "region-a", "--to", "region-b", "--pool", "nosuchpool", "--wait"}
+	code, _, stderr := ironflow(t, "", args...)
+	if code == 0 || !strings.Contains(stderr, "no machine matched the selector pool nosuchpool in region region-a") || strings.Contains(stderr, "0/0 migrated, 0 failed, 0 skipped\n") {
+		t.Errorf("exit %d, stderr %q; want a failure saying no machine matched", code, stderr)
+	}
+	name := "empty-" + uuid.NewString()
+	code, _, stderr = ironflow(t, "", append(args, "--allow-empty", "--name", name)...)
+	if code != 0 || !strings.Contains(stderr, "nothing matched the selector\n") {
+		t.Errorf("--allow-empty: exit %d, stderr %q", code, stderr)
+	}
+	if code, out, stderr := ironflow(t, "", "migrations", "show", workflows.BulkMigrateID(name), "-o", "table"); code != 0 || !strings.Contains(out, "nothing matched the selector") {
+		t.Errorf("show: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
 func TestScheduleLifecycle(t *testing.T) {
 	s := newBulkSetup(t, 2, 0)
 	name := "nightly-" + uuid.NewString()
