@@ -37,6 +37,9 @@ const (
 	ErrTypeJobRunning         = "JobRunning"
 	ErrTypeCompensationFailed = "CompensationFailed"
 	ErrTypeAfterActivation    = "FailedAfterActivation"
+	// ErrTypeUpdateRefused: an Update's validator refused the request (a pause of a paused
+	// run…); its message is the reason, for the operator.
+	ErrTypeUpdateRefused = "UpdateRefused"
 )
 
 // DefaultAgentCheckInTimeout bounds the wait for a repointed agent when the input says nothing.

@@ -159,8 +159,15 @@ type RefusedError struct {
 	Err error
 }
 
+// Error names the move and the workflow's reason: an ApplicationError's message alone,
+// without Temporal's type and retry decoration.
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("migration %s refused the request: %v", e.ID, e.Err)
+	reason := e.Err.Error()
+	var app *temporal.ApplicationError
+	if errors.As(e.Err, &app) {
+		reason = app.Message()
+	}
+	return fmt.Sprintf("migration %s refused the request: %s", e.ID, reason)
 }
 
 func (e *RefusedError) Unwrap() error { return e.Err }
