@@ -200,6 +200,38 @@ func TestBulkCommandMigratesAPool(t *testing.T) {
 	}
 }
 
+// migrations list names the bulk run that started each batch and machine migration.
+func TestMigrationsListNamesTheParentOfABatch(t *testing.T) {
+	s := newBulkSetup(t, 2, 0)
+	name := "parent-" + uuid.NewString()
+	id := workflows.BulkMigrateID(name)
+	if code, _, stderr := ironflow(t, "", "migrations", "bulk", "--name", name, "--from", "region-a", "--to", "region-b", "--pool", s.pool, "--wait"); code != 0 {
+		t.Fatalf("bulk: exit %d, %s", code, stderr)
+	}
+	code, out, stderr := ironflow(t, "", "migrations", "list")
+	if code != 0 {
+		t.Fatalf("list: exit %d, %s", code, stderr)
+	}
+	var batch string
+	for _, r := range decode[[]struct{ WorkflowID, Parent string }](t, out) {
+		if strings.HasPrefix(r.WorkflowID, id+"/batch/") {
+			batch = r.WorkflowID
+			if r.Parent != id {
+				t.Errorf("batch %s lists parent %q, want %s", r.WorkflowID, r.Parent, id)
+			}
+		}
+	}
+	if batch == "" {
+		t.Fatalf("no batch of %s listed: %s", id, out)
+	}
+	_, out, _ = ironflow(t, "", "migrations", "list", "-o", "table")
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, batch+" ") && !strings.HasSuffix(strings.TrimSpace(line), "  "+id) {
+			t.Errorf("table row of the batch %q does not end with its parent %s", line, id)
+		}
+	}
+}
+
 // A bulk migration whose selection matches no machine fails with --wait, saying so, unless
 // --allow-empty; its result then shows as nothing matched.
 func TestBulkCommandRefusesAnEmptySelection(t *testing.T) {

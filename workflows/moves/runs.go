@@ -33,6 +33,9 @@ type Run struct {
 	SourceRegion   string    `json:"SourceRegion"`
 	TargetRegion   string    `json:"TargetRegion"`
 	MigrationPhase string    `json:"MigrationPhase"`
+	// Parent is the workflow ID of the move that started this one as its child (a batch's or
+	// a machine's transfer or bulk run); empty for a move started on its own.
+	Parent string `json:"Parent,omitempty"`
 	// Type is the workflow type (Kind.Type).
 	Type string `json:"-"`
 }
@@ -217,6 +220,7 @@ func runOf(info *workflowpb.WorkflowExecutionInfo) Run {
 		RunID:      info.GetExecution().GetRunId(),
 		Status:     nameOfStatus(info.GetStatus()),
 		Type:       info.GetType().GetName(),
+		Parent:     info.GetParentExecution().GetWorkflowId(),
 	}
 	if info.GetStartTime() != nil {
 		r.StartTime = info.GetStartTime().AsTime()
