@@ -69,12 +69,12 @@ func (c *moveControls) register(ctx workflow.Context, source, id string, inputWi
 		}
 	}
 	for _, u := range []struct {
-		action   string
-		validate func(ControlRequest) error
+		action, description string
+		validate            func(ControlRequest) error
 	}{
-		{PauseUpdate, c.validatePause},
-		{ResumeUpdate, c.validateResume},
-		{SetWindowUpdate, c.validateWindow},
+		{PauseUpdate, pauseDescription, c.validatePause},
+		{ResumeUpdate, resumeDescription, c.validateResume},
+		{SetWindowUpdate, setWindowDescription, c.validateWindow},
 	} {
 		action, validate := u.action, u.validate
 		handler := func(ctx workflow.Context, req ControlRequest) (ControlState, error) {
@@ -83,7 +83,7 @@ func (c *moveControls) register(ctx workflow.Context, source, id string, inputWi
 		validator := func(_ workflow.Context, req ControlRequest) error {
 			return refusal(errors.Join(req.check(), validate(req)))
 		}
-		if err := workflow.SetUpdateHandlerWithOptions(ctx, action, handler, workflow.UpdateHandlerOptions{Validator: validator}); err != nil {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, action, handler, workflow.UpdateHandlerOptions{Validator: validator, Description: u.description}); err != nil {
 			return fmt.Errorf("register %s update: %w", action, err)
 		}
 	}
