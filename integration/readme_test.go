@@ -214,7 +214,7 @@ func (r *readmeRunner) run(c readmeCommand) {
 		if err != nil {
 			t.Fatalf("README line %d: %s: %v", c.line, c.text, err)
 		}
-		if strings.Contains(out, "0/0 migrated") {
+		if strings.Contains(out, "0/0 migrated") || strings.Contains(out, "nothing matched the selector") {
 			t.Errorf("README line %d: %s did nothing", c.line, c.text)
 		}
 		if c.hasShown {

@@ -108,9 +108,10 @@ type BulkProgress struct {
 // starts no more. After MachinesPerRun machines it continues as new with the rest.
 func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, error) {
 	b := &bulkMigration{in: in}
-	if err := workflow.SetQueryHandler(ctx, ProgressQuery, b.query); err != nil {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, ProgressQuery, b.query, workflow.QueryHandlerOptions{Description: progressDescription}); err != nil {
 		return BulkMigrateResult{}, fmt.Errorf("register progress query: %w", err)
 	}
+	reportDetails(ctx, b.query)
 	if err := b.ctl.register(ctx, in.SourceRegion, workflow.GetInfo(ctx).WorkflowExecution.ID, in.Window); err != nil {
 		return BulkMigrateResult{}, err
 	}

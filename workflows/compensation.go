@@ -118,7 +118,8 @@ func (c *Compensations) Pending() []string {
 
 // RegisterUpdate registers the operator's CompensationUpdate on the workflow.
 func (c *Compensations) RegisterUpdate(ctx workflow.Context) error {
-	return workflow.SetUpdateHandlerWithOptions(ctx, CompensationUpdate, c.operator, workflow.UpdateHandlerOptions{Validator: c.validate})
+	validator := func(ctx workflow.Context, req CompensationRequest) error { return refusal(c.validate(ctx, req)) }
+	return workflow.SetUpdateHandlerWithOptions(ctx, CompensationUpdate, c.operator, workflow.UpdateHandlerOptions{Validator: validator, Description: compensateDescription})
 }
 
 // validate accepts a well-formed request while an undo is failing and none is pending.

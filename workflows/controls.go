@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
@@ -68,19 +69,21 @@ func (c *moveControls) register(ctx workflow.Context, source, id string, inputWi
 		}
 	}
 	for _, u := range []struct {
-		action   string
-		validate func(ControlRequest) error
+		action, description string
+		validate            func(ControlRequest) error
 	}{
-		{PauseUpdate, c.validatePause},
-		{ResumeUpdate, c.validateResume},
-		{SetWindowUpdate, c.validateWindow},
+		{PauseUpdate, pauseDescription, c.validatePause},
+		{ResumeUpdate, resumeDescription, c.validateResume},
+		{SetWindowUpdate, setWindowDescription, c.validateWindow},
 	} {
 		action, validate := u.action, u.validate
 		handler := func(ctx workflow.Context, req ControlRequest) (ControlState, error) {
 			return c.apply(ctx, action, req), nil
 		}
-		validator := func(_ workflow.Context, req ControlRequest) error { return errors.Join(req.check(), validate(req)) }
-		if err := workflow.SetUpdateHandlerWithOptions(ctx, action, handler, workflow.UpdateHandlerOptions{Validator: validator}); err != nil {
+		validator := func(_ workflow.Context, req ControlRequest) error {
+			return refusal(errors.Join(req.check(), validate(req)))
+		}
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, action, handler, workflow.UpdateHandlerOptions{Validator: validator, Description: u.description}); err != nil {
 			return fmt.Errorf("register %s update: %w", action, err)
 		}
 	}
@@ -109,7 +112,22 @@ func (c *moveControls) validateResume(ControlRequest) error {
 }
 
 func (c *moveControls) validateWindow(req ControlRequest) error {
-	return CheckWindow(req.Window)
+	if err := CheckWindow(req.Window); err != nil {
+		return err
+	}
+	if req.Window == c.current().Window {
+		return fmt.Errorf("the run's window is already %d", req.Window)
+	}
+	return nil
+}
+
+// refusal is an Update validator's error err as the operator reads it: a non-retryable
+// ApplicationError whose message is err's; nil stays nil.
+func refusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUpdateRefused, nil)
 }
 
 // CheckWindow refuses a window the set-window Update refuses.

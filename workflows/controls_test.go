@@ -3,7 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
-	"strings"
+	"fmt"
 	"testing"
 	"time"
 
@@ -134,10 +134,11 @@ func TestControlValidatorRefusesBadRequests(t *testing.T) {
 		req  workflows.ControlRequest
 		want string
 	}{
-		{workflows.ResumeUpdate, workflows.ControlRequest{By: "alice"}, "not paused"},
+		{workflows.ResumeUpdate, workflows.ControlRequest{By: "alice"}, "the run is not paused"},
 		{workflows.SetWindowUpdate, workflows.ControlRequest{Window: 0, By: "alice"}, "window 0 is not between 1 and 50"},
 		{workflows.SetWindowUpdate, workflows.ControlRequest{Window: workflows.MaxBulkWindow + 1, By: "alice"}, "window 51 is not between 1 and 50"},
-		{workflows.PauseUpdate, workflows.ControlRequest{}, "By) is required"},
+		{workflows.PauseUpdate, workflows.ControlRequest{}, "who asks (By) is required"},
+		{workflows.SetWindowUpdate, workflows.ControlRequest{Window: 1, By: "alice"}, "the run's window is already 1"},
 	}
 	var answers []*controlAnswer
 	for _, tt := range tests {
@@ -150,15 +151,21 @@ func TestControlValidatorRefusesBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, tt := range tests {
-		if got := answers[i].rejected; got == nil || !strings.Contains(got.Error(), tt.want) {
-			t.Errorf("%s %+v: got %v, want a rejection containing %q", tt.name, tt.req, got, tt.want)
-		}
+		checkRefusal(t, fmt.Sprintf("%s %+v", tt.name, tt.req), answers[i].rejected, tt.want)
 	}
-	if again.rejected == nil || !strings.Contains(again.rejected.Error(), "already paused") {
-		t.Errorf("second pause: got %v, want a rejection", again.rejected)
-	}
+	checkRefusal(t, "second pause", again.rejected, "the run is already paused")
 	if len(*audited) != 2 {
 		t.Errorf("audited %+v, want only the accepted pause and resume", *audited)
+	}
+}
+
+// checkRefusal fails unless rejected is a non-retryable UpdateRefused ApplicationError whose
+// message, what the operator reads, is want.
+func checkRefusal(t *testing.T, what string, rejected error, want string) {
+	t.Helper()
+	var app *temporal.ApplicationError
+	if !errors.As(rejected, &app) || !app.NonRetryable() || app.Type() != workflows.ErrTypeUpdateRefused || app.Message() != want {
+		t.Errorf("%s: got %v, want a non-retryable %s refusal saying %q", what, rejected, workflows.ErrTypeUpdateRefused, want)
 	}
 }
 

@@ -37,6 +37,9 @@ const (
 	ErrTypeJobRunning         = "JobRunning"
 	ErrTypeCompensationFailed = "CompensationFailed"
 	ErrTypeAfterActivation    = "FailedAfterActivation"
+	// ErrTypeUpdateRefused: an Update's validator refused the request (a pause of a paused
+	// run…); its message is the reason, for the operator.
+	ErrTypeUpdateRefused = "UpdateRefused"
 )
 
 // DefaultAgentCheckInTimeout bounds the wait for a repointed agent when the input says nothing.
@@ -151,9 +154,10 @@ const (
 func MigrateMachine(ctx workflow.Context, in MigrateMachineInput) (MigrateMachineResult, error) {
 	m := &migration{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID, ticket: in.Ticket}
 	m.progress.StepsTotal = 1
-	if err := workflow.SetQueryHandler(ctx, ProgressQuery, m.query); err != nil {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, ProgressQuery, m.query, workflow.QueryHandlerOptions{Description: progressDescription}); err != nil {
 		return MigrateMachineResult{}, fmt.Errorf("register progress query: %w", err)
 	}
+	reportDetails(ctx, m.query)
 	m.comps.OnError = func(_ string, err error) { m.progress.Errors = append(m.progress.Errors, err.Error()) }
 	m.comps.OnOperator = func(note string) {
 		m.progress.Operator = append(m.progress.Operator, note)

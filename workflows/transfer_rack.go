@@ -138,9 +138,10 @@ type TransferProgress struct {
 // after it: the last two steps retry for up to an hour and a failure is reported.
 func TransferRack(ctx workflow.Context, in TransferRackInput) (TransferRackResult, error) {
 	t := &rackTransfer{in: in}
-	if err := workflow.SetQueryHandler(ctx, ProgressQuery, t.query); err != nil {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, ProgressQuery, t.query, workflow.QueryHandlerOptions{Description: progressDescription}); err != nil {
 		return TransferRackResult{}, fmt.Errorf("register progress query: %w", err)
 	}
+	reportDetails(ctx, t.query)
 	t.promise = keepsPromise(ctx)
 	t.opts = optionsFor(t.promise)
 	t.comps.Retrying = t.promise

@@ -31,6 +31,7 @@ var migrationColumns = []column[moves.Run]{
 	{"TO", func(m moves.Run) string { return m.TargetRegion }},
 	{"START", func(m moves.Run) string { return cellTime(m.StartTime) }},
 	{"CLOSE", func(m moves.Run) string { return cellTime(m.CloseTime) }},
+	{"PARENT", func(m moves.Run) string { return m.Parent }},
 }
 
 var migrationDetailColumns = append(

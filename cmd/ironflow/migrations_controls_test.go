@@ -45,14 +45,18 @@ func TestMigrationsPauseWindowResume(t *testing.T) {
 		wantErr string
 	}{
 		{[]string{"pause", id}, id + ": paused, window 1\n", ""},
-		{[]string{"pause", id}, "", "already paused"},
+		{[]string{"pause", id}, "", "Error: migration " + id + " refused the request: the run is already paused\n"},
+		{[]string{"resume", id}, id + ": running, window 1\n", ""},
+		{[]string{"resume", id}, "", "Error: migration " + id + " refused the request: the run is not paused\n"},
+		{[]string{"pause", id}, id + ": paused, window 1\n", ""},
 		{[]string{"window", id, "3"}, id + ": paused, window 3\n", ""},
+		{[]string{"window", id, "3"}, "", "Error: migration " + id + " refused the request: the run's window is already 3\n"},
 		{[]string{"show", id, "-o", "table"}, "(paused, window 3)", ""},
 	}
 	for _, st := range steps {
 		code, out, stderr := ironflow(t, "", append([]string{"migrations"}, st.args...)...)
 		if st.wantErr != "" {
-			if code == 0 || !strings.Contains(stderr, st.wantErr) {
+			if code == 0 || !strings.HasSuffix(stderr, st.wantErr) {
 				t.Errorf("%v: exit %d, stderr %q, want %q", st.args, code, stderr, st.wantErr)
 			}
 			continue
@@ -82,7 +86,7 @@ func TestMigrationsPauseWindowResume(t *testing.T) {
 	if len(res.Succeeded) != 3 {
 		t.Errorf("result %+v", res)
 	}
-	want := []string{"pause by op on region-a", "set-window 3 by op on region-a", "resume by op on region-a"}
+	want := []string{"pause by op on region-a", "resume by op on region-a", "pause by op on region-a", "set-window 3 by op on region-a", "resume by op on region-a"}
 	if got := s.fake.audited(); !slices.Equal(got, want) {
 		t.Errorf("audited %q, want %q", got, want)
 	}

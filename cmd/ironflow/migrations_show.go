@@ -114,8 +114,7 @@ var bulkDetailColumns = runColumns(func(d bulkDetail) string {
 	case d.Progress != nil:
 		return bulkProgressLine(*d.Progress)
 	case d.Result != nil:
-		r := d.Result
-		return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped", len(r.Succeeded), r.Total, len(r.Failed), len(r.Skipped))
+		return bulkResultLine(*d.Result)
 	}
 	return ""
 })

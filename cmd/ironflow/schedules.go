@@ -91,14 +91,15 @@ func (o *bulkOptions) checkRegions(ctx context.Context, tc client.Client) error 
 func newMigrationsBulkCommand() *cobra.Command {
 	var o bulkOptions
 	var name string
-	var wait bool
+	var wait, allowEmpty bool
 	c := &cobra.Command{
 		Use:   "bulk --from REGION --to REGION (--pool POOL | --rack UUID | --names A,B)",
 		Short: "Migrate many machines now, a few at a time (workflow bulk-migrate/<name>)",
 		Long: `Migrate the machines of a pool, of a rack, or named, from one region to another. Each machine
 is a MigrateMachine workflow of its own (see ironflow migrations list); at most --window run at
 once, and a machine that fails does not stop the others. Prints the workflow ID and run ID; with
---wait it prints the progress on stderr, then the result, and fails when a machine failed.
+--wait it prints the progress on stderr, then the result, and fails when a machine failed or
+when no machine matched the selection (unless --allow-empty).
 The regions are checked with the workers before anything starts.`,
 		Example: `  ironflow migrations bulk --from region-a --to region-b --pool default --wait
   ironflow migrations bulk --from region-a --to region-b --names birdy,robin --name two-birds
@@ -150,12 +151,16 @@ The regions are checked with the workers before anything starts.`,
 			if len(res.Failed) > 0 {
 				return fmt.Errorf("%d of %d machines failed to migrate", len(res.Failed), res.Total)
 			}
+			if res.Total == 0 && !allowEmpty {
+				return fmt.Errorf("no machine matched the selector %s in region %s (--allow-empty accepts an empty selection)", in.Selector, in.SourceRegion)
+			}
 			return nil
 		},
 	}
 	o.addFlags(c)
 	c.Flags().StringVar(&name, "name", "", "name of the bulk migration, in its workflow ID (default: a new UUID)")
 	c.Flags().BoolVar(&wait, "wait", false, "wait for the bulk migration, printing its progress on stderr")
+	c.Flags().BoolVar(&allowEmpty, "allow-empty", false, "with --wait, succeed when no machine matches the selection")
 	return c
 }
 
@@ -188,8 +193,17 @@ func waitBulk(ctx context.Context, tc client.Client, run client.WorkflowRun, pro
 	if err != nil {
 		return bulkResult{res}, err
 	}
-	fmt.Fprintf(progress, "%d/%d migrated, %d failed, %d skipped\n", len(res.Succeeded), res.Total, len(res.Failed), len(res.Skipped))
+	fmt.Fprintln(progress, bulkResultLine(res))
 	return bulkResult{res}, nil
+}
+
+// bulkResultLine is a finished bulk migration's counts, or that its selection was empty (a
+// scheduled run finding nothing to move is normal).
+func bulkResultLine(r workflows.BulkMigrateResult) string {
+	if r.Total == 0 {
+		return "nothing matched the selector"
+	}
+	return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped", len(r.Succeeded), r.Total, len(r.Failed), len(r.Skipped))
 }
 
 // bulkProgressLine is a running bulk migration's counts.

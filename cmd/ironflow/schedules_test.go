@@ -200,6 +200,57 @@ func TestBulkCommandMigratesAPool(t *testing.T) {
 	}
 }
 
+// migrations list names the bulk run that started each batch and machine migration.
+func TestMigrationsListNamesTheParentOfABatch(t *testing.T) {
+	s := newBulkSetup(t, 2, 0)
+	name := "parent-" + uuid.NewString()
+	id := workflows.BulkMigrateID(name)
+	if code, _, stderr := ironflow(t, "", "migrations", "bulk", "--name", name, "--from", "region-a", "--to", "region-b", "--pool", s.pool, "--wait"); code != 0 {
+		t.Fatalf("bulk: exit %d, %s", code, stderr)
+	}
+	code, out, stderr := ironflow(t, "", "migrations", "list")
+	if code != 0 {
+		t.Fatalf("list: exit %d, %s", code, stderr)
+	}
+	var batch string
+	for _, r := range decode[[]struct{ WorkflowID, Parent string }](t, out) {
+		if strings.HasPrefix(r.WorkflowID, id+"/batch/") {
+			batch = r.WorkflowID
+			if r.Parent != id {
+				t.Errorf("batch %s lists parent %q, want %s", r.WorkflowID, r.Parent, id)
+			}
+		}
+	}
+	if batch == "" {
+		t.Fatalf("no batch of %s listed: %s", id, out)
+	}
+	_, out, _ = ironflow(t, "", "migrations", "list", "-o", "table")
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, batch+" ") && !strings.HasSuffix(strings.TrimSpace(line), "  "+id) {
+			t.Errorf("table row of the batch %q does not end with its parent %s", line, id)
+		}
+	}
+}
+
+// A bulk migration whose selection matches no machine fails with --wait, saying so, unless
+// --allow-empty; its result then shows as nothing matched.
+func TestBulkCommandRefusesAnEmptySelection(t *testing.T) {
+	newBulkSetup(t, 0, 0)
+	args := []string{"migrations", "bulk", "--from", "region-a", "--to", "region-b", "--pool", "nosuchpool", "--wait"}
+	code, _, stderr := ironflow(t, "", args...)
+	if code == 0 || !strings.Contains(stderr, "no machine matched the selector pool nosuchpool in region region-a") || strings.Contains(stderr, "0/0 migrated, 0 failed, 0 skipped\n") {
+		t.Errorf("exit %d, stderr %q; want a failure saying no machine matched", code, stderr)
+	}
+	name := "empty-" + uuid.NewString()
+	code, _, stderr = ironflow(t, "", append(args, "--allow-empty", "--name", name)...)
+	if code != 0 || !strings.Contains(stderr, "nothing matched the selector\n") {
+		t.Errorf("--allow-empty: exit %d, stderr %q", code, stderr)
+	}
+	if code, out, stderr := ironflow(t, "", "migrations", "show", workflows.BulkMigrateID(name), "-o", "table"); code != 0 || !strings.Contains(out, "nothing matched the selector") {
+		t.Errorf("show: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
 func TestScheduleLifecycle(t *testing.T) {
 	s := newBulkSetup(t, 2, 0)
 	name := "nightly-" + uuid.NewString()

@@ -33,6 +33,9 @@ type Run struct {
 	SourceRegion   string    `json:"SourceRegion"`
 	TargetRegion   string    `json:"TargetRegion"`
 	MigrationPhase string    `json:"MigrationPhase"`
+	// Parent is the workflow ID of the move that started this one as its child (a batch's or
+	// a machine's transfer or bulk run); empty for a move started on its own.
+	Parent string `json:"Parent,omitempty"`
 	// Type is the workflow type (Kind.Type).
 	Type string `json:"-"`
 }
@@ -159,8 +162,15 @@ type RefusedError struct {
 	Err error
 }
 
+// Error names the move and the workflow's reason: an ApplicationError's message alone,
+// without Temporal's type and retry decoration.
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("migration %s refused the request: %v", e.ID, e.Err)
+	reason := e.Err.Error()
+	var app *temporal.ApplicationError
+	if errors.As(e.Err, &app) {
+		reason = app.Message()
+	}
+	return fmt.Sprintf("migration %s refused the request: %s", e.ID, reason)
 }
 
 func (e *RefusedError) Unwrap() error { return e.Err }
@@ -210,6 +220,7 @@ func runOf(info *workflowpb.WorkflowExecutionInfo) Run {
 		RunID:      info.GetExecution().GetRunId(),
 		Status:     nameOfStatus(info.GetStatus()),
 		Type:       info.GetType().GetName(),
+		Parent:     info.GetParentExecution().GetWorkflowId(),
 	}
 	if info.GetStartTime() != nil {
 		r.StartTime = info.GetStartTime().AsTime()
