@@ -89,185 +89,132 @@ type process struct {
 	o          Options
 	log        *slog.Logger
 	st         State
+	reg        *prometheus.Registry // every service's metrics
 	table      *leases.Table
-	uploader   *leases.Uploader
+	handler    *dhcp.Handler
+	config     *applier    // applies the region's config to the services
+	dnsServer  *dns.Server // nil when the rack serves no DNS
+	region     *rackDoer   // the region through the link, for the DNS server built before it
 	link       *regionlink.Link
 	auth       *rackAuth
 	ctrl       *controller
+	uploader   *leases.Uploader
+	bootDir    *bootfs.Dir // nil when the rack serves neither TFTP nor HTTP boot
 	pods       pods.Dialer
 	services   []func(context.Context) error // the servers, sockets open
 	syslogAddr netip.AddrPort                // where the syslog receiver listens, when it does
 	closers    []func() error
 }
 
-// open builds the rack. The DHCP sockets open last, so a setup error leaves nothing behind.
+// open builds the rack, one opener after the other. Each opener adds what it opens to
+// p.closers, which close when a later one fails. The DHCP sockets, which only their Serve
+// closes, open last, so a setup error leaves nothing behind.
 func open(o Options) (_ *process, err error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	p := &process{o: o, log: o.Logger}
+	p := &process{o: o, log: o.Logger, region: &rackDoer{}}
 	defer func() {
 		if err != nil {
 			p.close()
 		}
 	}()
-	if p.st, err = LoadState(o.StateDir); err != nil {
-		return nil, err
-	}
-	p.pods.Timeout = podDialTimeout
-	if o.PodSSHKeyFile != "" {
-		if p.pods.SSHKey, err = pods.LoadSSHKey(o.PodSSHKeyFile); err != nil {
+	for _, opener := range []func() error{
+		p.openState,
+		p.openPods,
+		p.openMetrics,
+		p.openLeases,
+		p.openDHCPHandler,
+		p.openDNSServer,
+		p.openLink,
+		p.openController,
+		p.openLeaseSync,
+		p.openBootDir,
+		p.openTFTP,
+		p.openHTTPBoot,
+		p.openDNSListeners,
+		p.openSyslog,
+		p.openDHCP,
+		p.openRouterAdvertisements,
+	} {
+		if err := opener(); err != nil {
 			return nil, err
-		}
-	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
-		return nil, err
-	}
-	if p.table, err = leases.Open(leases.Options{Dir: filepath.Join(o.StateDir, leasesDir), Rack: p.st.Uuid, Logger: p.log.With("component", "leases")}); err != nil {
-		return nil, fmt.Errorf("lease table: %w", err)
-	}
-	p.closers = append(p.closers, p.table.Close)
-	dhcpMetrics, err := dhcp.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	base := dhcp.Config{ServerIP: o.ServerIP, Boot: dhcp.Boot{HTTPBaseURL: o.HTTPBootURL}, ServeDNS: len(o.DNSListen) > 0}
-	handler, err := dhcp.NewHandler(base, p.table, dhcpMetrics, p.log.With("component", "dhcp"))
-	if err != nil {
-		return nil, err
-	}
-	cfg := newApplier(p.st.Uuid, handler, p.table, base, p.log.With("component", "config"))
-	// The DNS server asks the region through the link, which is built over the cached config
-	// that configures the DNS server: the server gets the link once it exists.
-	region := &rackDoer{}
-	var dnsSrv *dns.Server
-	if len(o.DNSListen) > 0 {
-		if dnsSrv, err = dns.New(dns.Config{Region: dns.Region{Link: region}, Registry: reg, Logger: p.log.With("component", "dns")}); err != nil {
-			return nil, err
-		}
-		cfg.dns = dnsSrv
-	}
-	if err := p.openLink(cfg); err != nil {
-		return nil, err
-	}
-	region.set(p.link)
-	p.ctrl = &controller{stateDir: o.StateDir, version: o.Version, interfaces: o.DHCPInterfaces, link: p.link,
-		auth: p.auth, region: regionAPI{link: p.link, rack: p.st.Uuid}, table: p.table,
-		hc: &http.Client{Timeout: 30 * time.Second}, log: p.log, st: p.st}
-	if p.ctrl.interfaces == nil {
-		p.ctrl.interfaces = []string{}
-	}
-	if p.uploader, err = leases.NewUploader(p.table, p.ctrl.region, leases.UploaderOptions{Registry: reg, Logger: p.log.With("component", "lease-sync")}); err != nil {
-		return nil, err
-	}
-
-	if o.TFTPListen != "" || o.HTTPListen != "" {
-		dir, err := bootfs.Open(o.BootDir)
-		if err != nil {
-			return nil, err
-		}
-		p.closers = append(p.closers, dir.Close)
-		// The iPXE images DHCP points PXE clients at come from Debian's ipxe package when the
-		// boot dir has none of its own.
-		installed, err := dir.InstallIPXE(o.IPXEDir)
-		if err != nil {
-			return nil, err
-		}
-		if len(installed) > 0 {
-			p.log.Info("iPXE binaries installed in the boot dir", "from", o.IPXEDir, "files", installed)
-		}
-		if o.TFTPListen != "" {
-			srv, err := tftp.New(tftp.Config{Addr: o.TFTPListen, Dir: dir, Serves: cfg.Serves, Registry: reg, Logger: p.log.With("component", "tftp")})
-			if err != nil {
-				return nil, err
-			}
-			p.services = append(p.services, running(&p.ctrl.tftpUp, srv.Serve))
-		}
-		if o.HTTPListen != "" {
-			srv, err := httpboot.New(httpboot.Config{Dir: dir, Machines: cfg, Discovery: o.Discovery,
-				Region: p.link, Enlister: p.ctrl.region, Registry: reg, Logger: p.log})
-			if err != nil {
-				return nil, err
-			}
-			// Bound here, like the DHCP sockets: a port in use fails open, and the socket
-			// belongs to the network namespace open runs in.
-			ln, err := net.Listen("tcp", o.HTTPListen)
-			if err != nil {
-				return nil, fmt.Errorf("HTTP boot listen %s: %w", o.HTTPListen, err)
-			}
-			p.closers = append(p.closers, func() error {
-				if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-					return err
-				}
-				return nil
-			})
-			p.services = append(p.services, running(&p.ctrl.httpUp, func(ctx context.Context) error { return srv.ServeListener(ctx, ln) }))
-		}
-	}
-	for _, addr := range o.DNSListen {
-		pc, ln, err := dns.Listen(addr)
-		if err != nil {
-			return nil, err
-		}
-		p.closers = append(p.closers, pc.Close, ln.Close)
-		p.services = append(p.services, func(ctx context.Context) error { return dnsSrv.Serve(ctx, pc, ln) })
-	}
-	if o.SyslogListen != "" {
-		if err := p.openSyslog(reg, cfg); err != nil {
-			return nil, err
-		}
-	}
-	if len(o.DHCPInterfaces) > 0 || o.DHCPRelayListen != "" {
-		srv, err := dhcp.NewServer(handler, dhcp.ServerConfig{Interfaces: o.DHCPInterfaces, RelayAddr: o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
-		if err != nil {
-			return nil, err
-		}
-		p.services = append(p.services, running(&p.ctrl.dhcpUp, srv.Serve))
-	}
-	// Last: nothing fails after the socket is open, and Serve closes it. A host without IPv6
-	// serves DHCP all the same; iPXE then only boots later.
-	if len(o.DHCPInterfaces) > 0 && o.RouterAdvertisements {
-		r, err := ra.Listen(o.DHCPInterfaces, p.log.With("component", "ra"))
-		if err != nil {
-			p.log.Warn("not answering IPv6 router solicitations: iPXE clients wait for IPv6 before they boot", "error", err)
-		} else {
-			p.services = append(p.services, r.Serve)
 		}
 	}
 	return p, nil
 }
 
-// openSyslog opens the syslog receiver and its forwarder to the region.
-func (p *process) openSyslog(reg prometheus.Registerer, cfg *applier) error {
-	m, err := syslog.NewMetrics(reg)
+// openState reads the rack's registration.
+func (p *process) openState() (err error) {
+	p.st, err = LoadState(p.o.StateDir)
+	return err
+}
+
+// openPods prepares the dialer of the rack's pods, with its SSH key when it has one.
+func (p *process) openPods() (err error) {
+	p.pods.Timeout = podDialTimeout
+	if p.o.PodSSHKeyFile != "" {
+		p.pods.SSHKey, err = pods.LoadSSHKey(p.o.PodSSHKeyFile)
+	}
+	return err
+}
+
+// openMetrics makes the registry every service registers its metrics with, the Go
+// runtime's first.
+func (p *process) openMetrics() error {
+	p.reg = prometheus.NewRegistry()
+	return p.reg.Register(collectors.NewGoCollector())
+}
+
+// openLeases opens the lease table over its write-ahead log.
+func (p *process) openLeases() (err error) {
+	if p.table, err = leases.Open(leases.Options{Dir: filepath.Join(p.o.StateDir, leasesDir), Rack: p.st.Uuid, Logger: p.log.With("component", "leases")}); err != nil {
+		return fmt.Errorf("lease table: %w", err)
+	}
+	p.closers = append(p.closers, p.table.Close)
+	return nil
+}
+
+// openDHCPHandler builds the DHCP handler over the lease table, and the applier that
+// configures it and the other services with the region's config.
+func (p *process) openDHCPHandler() error {
+	m, err := dhcp.NewMetrics(p.reg)
 	if err != nil {
 		return err
 	}
-	log := p.log.With("component", "syslog")
-	fwd := syslog.NewForwarder(p.ctrl.region, m, syslog.ForwarderOptions{Logger: log})
-	srv, err := syslog.New(syslog.Config{Addr: p.o.SyslogListen, Attribute: cfg.Attribute, Forwarder: fwd, Metrics: m, Logger: log})
-	if err != nil {
+	base := dhcp.Config{ServerIP: p.o.ServerIP, Boot: dhcp.Boot{HTTPBaseURL: p.o.HTTPBootURL}, ServeDNS: len(p.o.DNSListen) > 0}
+	if p.handler, err = dhcp.NewHandler(base, p.table, m, p.log.With("component", "dhcp")); err != nil {
 		return err
 	}
-	p.closers = append(p.closers, srv.Close)
-	p.syslogAddr = srv.Addr()
-	log.Info("receiving syslog", "address", p.syslogAddr)
-	p.services = append(p.services, srv.Serve, func(ctx context.Context) error { return fwd.Serve(asRack(ctx)) })
+	p.config = newApplier(p.st.Uuid, p.handler, p.table, base, p.log.With("component", "config"))
+	return nil
+}
+
+// openDNSServer builds the DNS server. It asks the region through the link, which is built
+// over the cached config that configures the DNS server: the server gets the link once it
+// exists (openLink).
+func (p *process) openDNSServer() (err error) {
+	if len(p.o.DNSListen) == 0 {
+		return nil
+	}
+	if p.dnsServer, err = dns.New(dns.Config{Region: dns.Region{Link: p.region}, Registry: p.reg, Logger: p.log.With("component", "dns")}); err != nil {
+		return err
+	}
+	p.config.dns = p.dnsServer
 	return nil
 }
 
 // openLink builds the region link over the cached config. The stored registration names the
 // region: a move that crashed before the link swapped, or a new `rack register`, is
 // completed here.
-func (p *process) openLink(cfg *applier) error {
+func (p *process) openLink() error {
 	p.auth = newRackAuth(p.st.Token)
 	link, err := regionlink.New(regionlink.Config{
 		Endpoints:  p.st.Endpoints,
 		StateDir:   filepath.Join(p.o.StateDir, linkDir),
 		Interval:   p.o.RegionCheckInterval,
 		ConfigPath: api.PathPrefix + "/racks/" + p.st.Uuid + "/config",
-		OnConfig:   cfg.apply,
+		OnConfig:   p.config.apply,
 		Transport:  p.auth,
 		Logger:     p.log,
 	})
@@ -280,6 +227,150 @@ func (p *process) openLink(cfg *applier) error {
 		}
 	}
 	p.link = link
+	p.region.set(link)
+	return nil
+}
+
+// openController builds the rack as its heartbeats and activities see it.
+func (p *process) openController() error {
+	p.ctrl = &controller{stateDir: p.o.StateDir, version: p.o.Version, interfaces: p.o.DHCPInterfaces, link: p.link,
+		auth: p.auth, region: regionAPI{link: p.link, rack: p.st.Uuid}, table: p.table,
+		hc: &http.Client{Timeout: 30 * time.Second}, log: p.log, st: p.st}
+	if p.ctrl.interfaces == nil {
+		p.ctrl.interfaces = []string{}
+	}
+	return nil
+}
+
+// openLeaseSync builds the upload of the lease table to the region.
+func (p *process) openLeaseSync() (err error) {
+	p.uploader, err = leases.NewUploader(p.table, p.ctrl.region, leases.UploaderOptions{Registry: p.reg, Logger: p.log.With("component", "lease-sync")})
+	return err
+}
+
+// openBootDir opens the boot directory TFTP and HTTP boot serve. The iPXE images DHCP points
+// PXE clients at come from Debian's ipxe package when the boot dir has none of its own.
+func (p *process) openBootDir() error {
+	if p.o.TFTPListen == "" && p.o.HTTPListen == "" {
+		return nil
+	}
+	dir, err := bootfs.Open(p.o.BootDir)
+	if err != nil {
+		return err
+	}
+	p.closers = append(p.closers, dir.Close)
+	p.bootDir = dir
+	installed, err := dir.InstallIPXE(p.o.IPXEDir)
+	if err != nil {
+		return err
+	}
+	if len(installed) > 0 {
+		p.log.Info("iPXE binaries installed in the boot dir", "from", p.o.IPXEDir, "files", installed)
+	}
+	return nil
+}
+
+// openTFTP builds the TFTP server of the boot dir; it binds its socket when it serves.
+func (p *process) openTFTP() error {
+	if p.o.TFTPListen == "" {
+		return nil
+	}
+	srv, err := tftp.New(tftp.Config{Addr: p.o.TFTPListen, Dir: p.bootDir, Serves: p.config.Serves, Registry: p.reg, Logger: p.log.With("component", "tftp")})
+	if err != nil {
+		return err
+	}
+	p.services = append(p.services, running(&p.ctrl.tftpUp, srv.Serve))
+	return nil
+}
+
+// openHTTPBoot builds the HTTP boot server and binds its listener here, like the DHCP
+// sockets: a port in use fails open, and the socket belongs to the network namespace open
+// runs in.
+func (p *process) openHTTPBoot() error {
+	if p.o.HTTPListen == "" {
+		return nil
+	}
+	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery,
+		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", p.o.HTTPListen)
+	if err != nil {
+		return fmt.Errorf("HTTP boot listen %s: %w", p.o.HTTPListen, err)
+	}
+	p.closers = append(p.closers, func() error {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	})
+	p.services = append(p.services, running(&p.ctrl.httpUp, func(ctx context.Context) error { return srv.ServeListener(ctx, ln) }))
+	return nil
+}
+
+// openDNSListeners opens the UDP socket and TCP listener of every DNS address.
+func (p *process) openDNSListeners() error {
+	for _, addr := range p.o.DNSListen {
+		pc, ln, err := dns.Listen(addr)
+		if err != nil {
+			return err
+		}
+		p.closers = append(p.closers, pc.Close, ln.Close)
+		p.services = append(p.services, func(ctx context.Context) error { return p.dnsServer.Serve(ctx, pc, ln) })
+	}
+	return nil
+}
+
+// openSyslog opens the syslog receiver and its forwarder to the region.
+func (p *process) openSyslog() error {
+	if p.o.SyslogListen == "" {
+		return nil
+	}
+	m, err := syslog.NewMetrics(p.reg)
+	if err != nil {
+		return err
+	}
+	log := p.log.With("component", "syslog")
+	fwd := syslog.NewForwarder(p.ctrl.region, m, syslog.ForwarderOptions{Logger: log})
+	srv, err := syslog.New(syslog.Config{Addr: p.o.SyslogListen, Attribute: p.config.Attribute, Forwarder: fwd, Metrics: m, Logger: log})
+	if err != nil {
+		return err
+	}
+	p.closers = append(p.closers, srv.Close)
+	p.syslogAddr = srv.Addr()
+	log.Info("receiving syslog", "address", p.syslogAddr)
+	p.services = append(p.services, srv.Serve, func(ctx context.Context) error { return fwd.Serve(asRack(ctx)) })
+	return nil
+}
+
+// openDHCP opens the DHCP sockets of the interfaces and the relay address. Nothing that can
+// fail comes after it: only the server's Serve closes them.
+func (p *process) openDHCP() error {
+	if len(p.o.DHCPInterfaces) == 0 && p.o.DHCPRelayListen == "" {
+		return nil
+	}
+	srv, err := dhcp.NewServer(p.handler, dhcp.ServerConfig{Interfaces: p.o.DHCPInterfaces, RelayAddr: p.o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
+	if err != nil {
+		return err
+	}
+	p.services = append(p.services, running(&p.ctrl.dhcpUp, srv.Serve))
+	return nil
+}
+
+// openRouterAdvertisements opens the ICMPv6 socket of the DHCP interfaces, last: it never
+// fails open, and its Serve closes it. A host without IPv6 serves DHCP all the same; iPXE
+// then only boots later.
+func (p *process) openRouterAdvertisements() error {
+	if len(p.o.DHCPInterfaces) == 0 || !p.o.RouterAdvertisements {
+		return nil
+	}
+	r, err := ra.Listen(p.o.DHCPInterfaces, p.log.With("component", "ra"))
+	if err != nil {
+		p.log.Warn("not answering IPv6 router solicitations: iPXE clients wait for IPv6 before they boot", "error", err)
+		return nil
+	}
+	p.services = append(p.services, r.Serve)
 	return nil
 }
 
