@@ -177,7 +177,7 @@ func TestPodsDrivenByTheRack(t *testing.T) {
 	}
 	for _, g := range []string{"", grant(ctx, t, s, "region-a", api.GrantRequest{Kind: api.GrantPod, Key: otherPod.Uuid})} {
 		in := workflows.PodComposeInput{PodTarget: workflows.PodTarget{Pod: pod.Uuid, Rack: rack.Uuid, Grant: g},
-			VM: pods.VM{Name: denied, Cores: 1, MemoryBytes: 128 << 20, Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"}}}
+			VM: api.PodVM{Name: denied, Cores: 1, MemoryBytes: 128 << 20, Disks: []api.PodDisk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: api.PodNIC{Bridge: "br0"}}}
 		run, err := s.Client.ExecuteWorkflow(ctx, workflows.PodStartOptions(workflows.PodComposeID(pod.Uuid, denied)), workflows.PodCompose, in)
 		if err != nil {
 			t.Fatal(err)

@@ -68,15 +68,15 @@ func TestPodVMsPXEBootAndEnlistOntoTheirMachines(t *testing.T) {
 	type vm struct {
 		via      string
 		conn     *pods.Conn
-		composed pods.Composed
+		composed api.ComposedVM
 		machine  api.Machine
 	}
 	vms := []*vm{{via: "unix socket", conn: unix}, {via: "SSH", conn: overSSH}}
 	for i, m := range vms {
-		m.composed, err = m.conn.Compose(pods.VM{
+		m.composed, err = m.conn.Compose(api.PodVM{
 			Name: fmt.Sprintf("kvm-01-vm%d", i), Cores: 1, MemoryBytes: 128 << 20,
-			Disks: []pods.Disk{{Pool: pool, SizeBytes: 64 << 20}},
-			NIC:   pods.NIC{Bridge: bridge},
+			Disks: []api.PodDisk{{Pool: pool, SizeBytes: 64 << 20}},
+			NIC:   api.PodNIC{Bridge: bridge},
 		})
 		if err != nil {
 			t.Fatalf("compose over %s: %v", m.via, err)
@@ -101,10 +101,10 @@ func TestPodVMsPXEBootAndEnlistOntoTheirMachines(t *testing.T) {
 	})
 	poweredOn := time.Now()
 	for _, m := range vms {
-		if err := m.conn.Power(m.composed.Name, pods.PowerOn); err != nil {
+		if err := m.conn.Power(m.composed.Name, api.PowerOn); err != nil {
 			t.Fatalf("power on over %s: %v", m.via, err)
 		}
-		if st, err := m.conn.PowerState(m.composed.UUID); err != nil || st != pods.PowerOn {
+		if st, err := m.conn.PowerState(m.composed.UUID); err != nil || st != api.PowerOn {
 			t.Fatalf("power state over %s after power on: %q, %v", m.via, st, err)
 		}
 	}
@@ -134,10 +134,10 @@ func TestPodVMsPXEBootAndEnlistOntoTheirMachines(t *testing.T) {
 	}
 
 	for _, m := range vms {
-		if err := m.conn.Power(m.composed.UUID, pods.PowerOff); err != nil {
+		if err := m.conn.Power(m.composed.UUID, api.PowerOff); err != nil {
 			t.Fatalf("power off over %s: %v", m.via, err)
 		}
-		if st, err := m.conn.PowerState(m.composed.Name); err != nil || st != pods.PowerOff {
+		if st, err := m.conn.PowerState(m.composed.Name); err != nil || st != api.PowerOff {
 			t.Fatalf("power state over %s after power off: %q, %v", m.via, st, err)
 		}
 		if err := m.conn.Decompose(m.composed.UUID); err != nil {

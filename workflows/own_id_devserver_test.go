@@ -11,7 +11,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/rack/pods"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -48,7 +48,7 @@ func TestWorkflowsRefuseAnotherIDOnDevServer(t *testing.T) {
 			workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Pool: "gold"}, Grant: "grant"}, activities.ErrNonCanonicalWorkID},
 		{filepath.Join(transferHistoryDir, "own_id_refused_transfer_continuation_history.json"), innocent, workflows.TransferRack, continued, activities.ErrNonCanonicalWorkID},
 		{filepath.Join(podHistoryDir, "own_id_refused_pod_power_history.json"), innocent, workflows.PodPower,
-			workflows.PodPowerInput{PodVMInput: vm, Action: pods.PowerOn}, activities.ErrNonCanonicalWorkID},
+			workflows.PodPowerInput{PodVMInput: vm, Action: api.PowerOn}, activities.ErrNonCanonicalWorkID},
 		{filepath.Join(podHistoryDir, "own_id_refused_pod_decompose_history.json"), innocent, workflows.PodDecompose, vm, activities.ErrNonCanonicalWorkID},
 		{filepath.Join(podHistoryDir, "own_uuid_refused_pod_compose_history.json"), composeID, workflows.PodCompose, ownUUID, rackacts.ErrTypeInvalidInput},
 	} {

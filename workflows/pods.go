@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/rack/pods"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // Pod workflows (ARCHITECTURE.md "Pods"): short workflows on the ironflow task queue whose
@@ -30,7 +30,7 @@ type PodTarget struct {
 // workflow gives the VM its UUID, which is also its machine's.
 type PodComposeInput struct {
 	PodTarget
-	VM pods.VM `json:"VM"`
+	VM api.PodVM `json:"VM"`
 }
 
 // PodComposeResult is the machine declared for the composed VM.
@@ -49,7 +49,7 @@ type PodVMInput struct {
 // PodPowerInput is a power action on a VM of a pod.
 type PodPowerInput struct {
 	PodVMInput
-	Action pods.PowerAction `json:"Action"`
+	Action api.PowerAction `json:"Action"`
 }
 
 // Activity options of the pod steps: the rack's worker must pick a step up within the
@@ -122,7 +122,7 @@ func PodCompose(ctx workflow.Context, in PodComposeInput) (PodComposeResult, err
 			return PodComposeResult{}, err
 		}
 	}
-	var composed pods.Composed
+	var composed api.ComposedVM
 	err = call(rackCtx, podCallOptions, rackActs.ComposeVM, rackacts.ComposeVMInput{Pod: in.Pod, VM: in.VM}, &composed)
 	var declared rackacts.DeclareVMResult
 	if err == nil {
@@ -196,7 +196,7 @@ func PodRefresh(ctx workflow.Context, in PodTarget) (rackacts.PodRefreshResult, 
 
 // PodPower powers a VM of a pod on, off or through a cycle and returns its power state.
 func PodPower(ctx workflow.Context, in PodPowerInput) (rackacts.PowerVMResult, error) {
-	if _, err := pods.ParsePowerAction(string(in.Action)); err != nil {
+	if _, err := api.ParsePowerAction(string(in.Action)); err != nil {
 		return rackacts.PowerVMResult{}, temporal.NewNonRetryableApplicationError(err.Error(), rackacts.ErrTypeInvalidInput, nil)
 	}
 	rackCtx, err := startPodWork(ctx, in.PodTarget, "the power action on machine "+in.Machine, PodPowerID(in.Machine))

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/rack/pods"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -50,7 +50,7 @@ func TestPodWorkflowsOnDevServer(t *testing.T) {
 		{"pod_refresh_history.json", func() string { return workflows.PodRefreshID(podUUID) }, workflows.PodRefresh, func() any { return podTarget() }, &rackacts.PodRefreshResult{}, ""},
 		{"pod_compose_history.json", func() string { return workflows.PodComposeID(podUUID, "vm-1") }, workflows.PodCompose, func() any { return composeInput() }, &workflows.PodComposeResult{}, ""},
 		{"pod_power_history.json", func() string { return workflows.PodPowerID(machine) }, workflows.PodPower, func() any {
-			return workflows.PodPowerInput{PodVMInput: workflows.PodVMInput{PodTarget: podTarget(), Machine: machine}, Action: pods.PowerCycle}
+			return workflows.PodPowerInput{PodVMInput: workflows.PodVMInput{PodTarget: podTarget(), Machine: machine}, Action: api.PowerCycle}
 		}, &rackacts.PowerVMResult{}, ""},
 		{"pod_decompose_history.json", func() string { return workflows.PodDecomposeID(machine) }, workflows.PodDecompose, func() any { return workflows.PodVMInput{PodTarget: podTarget(), Machine: machine} }, nil, ""},
 		{"pod_compose_undone_history.json", func() string { return workflows.PodComposeID(podUUID, "vm-1") }, workflows.PodCompose, func() any { return composeInput() }, nil, "DeclareVM"},

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/rack/pods"
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -56,14 +56,14 @@ func (p *podActs) VerifyPodGrant(_ context.Context, in rackacts.PodGrantInput) (
 	return rackacts.PodGrantResult{GrantedTo: "alice"}, p.enter("VerifyPodGrant")
 }
 
-func (p *podActs) ComposeVM(_ context.Context, in rackacts.ComposeVMInput) (pods.Composed, error) {
+func (p *podActs) ComposeVM(_ context.Context, in rackacts.ComposeVMInput) (api.ComposedVM, error) {
 	if err := p.enter("ComposeVM"); err != nil {
-		return pods.Composed{}, err
+		return api.ComposedVM{}, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.vms[in.VM.UUID] = in.VM.Name
-	return pods.Composed{Name: in.VM.Name, UUID: in.VM.UUID, MAC: "52:54:00:00:00:01"}, nil
+	return api.ComposedVM{Name: in.VM.Name, UUID: in.VM.UUID, MAC: "52:54:00:00:00:01"}, nil
 }
 
 func (p *podActs) DeclareVM(ctx context.Context, in rackacts.DeclareVMInput) (rackacts.DeclareVMResult, error) {
@@ -118,7 +118,7 @@ func (p *podActs) RefreshPod(context.Context, rackacts.PodInput) (rackacts.PodRe
 }
 
 func (p *podActs) PowerVM(_ context.Context, in rackacts.PowerVMInput) (rackacts.PowerVMResult, error) {
-	return rackacts.PowerVMResult{State: pods.PowerOff}, p.enter("PowerVM")
+	return rackacts.PowerVMResult{State: api.PowerOff}, p.enter("PowerVM")
 }
 
 func podTarget() workflows.PodTarget {
@@ -129,8 +129,8 @@ func podTarget() workflows.PodTarget {
 var composeID = workflows.PodComposeID(podUUID, "vm-1")
 
 func composeInput() workflows.PodComposeInput {
-	return workflows.PodComposeInput{PodTarget: podTarget(), VM: pods.VM{Name: "vm-1", Cores: 1, MemoryBytes: 1 << 30,
-		Disks: []pods.Disk{{Pool: "default", SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"}}}
+	return workflows.PodComposeInput{PodTarget: podTarget(), VM: api.PodVM{Name: "vm-1", Cores: 1, MemoryBytes: 1 << 30,
+		Disks: []api.PodDisk{{Pool: "default", SizeBytes: 1 << 30}}, NIC: api.PodNIC{Bridge: "br0"}}}
 }
 
 // podEnv is a test environment with the pod workflows and acts, whose run is the workflow id.
@@ -233,7 +233,7 @@ func podRuns() map[string]struct {
 		"compose":   {workflows.PodCompose, composeInput(), composeID},
 		"decompose": {workflows.PodDecompose, vm, workflows.PodDecomposeID(machine)},
 		"refresh":   {workflows.PodRefresh, podTarget(), workflows.PodRefreshID(podUUID)},
-		"power":     {workflows.PodPower, workflows.PodPowerInput{PodVMInput: vm, Action: pods.PowerOn}, workflows.PodPowerID(machine)},
+		"power":     {workflows.PodPower, workflows.PodPowerInput{PodVMInput: vm, Action: api.PowerOn}, workflows.PodPowerID(machine)},
 	}
 }
 

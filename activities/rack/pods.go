@@ -156,22 +156,22 @@ func (a *Activities) refresh(ctx context.Context, pod api.Pod) (PodRefreshResult
 // ComposeVMInput asks for a VM on a pod. VM.Name and VM.UUID are fixed by the workflow, so a
 // retry finds the VM an earlier attempt defined.
 type ComposeVMInput struct {
-	Pod string  `json:"Pod"`
-	VM  pods.VM `json:"VM"`
+	Pod string    `json:"Pod"`
+	VM  api.PodVM `json:"VM"`
 }
 
 // ComposeVM composes the VM on the pod (volumes, then the domain, not started). It is keyed by
 // the VM's name: a domain of that name with the VM's UUID is this compose's, found again on a
 // retry; with another UUID it is a name clash, refused.
-func (a *Activities) ComposeVM(ctx context.Context, in ComposeVMInput) (pods.Composed, error) {
+func (a *Activities) ComposeVM(ctx context.Context, in ComposeVMInput) (api.ComposedVM, error) {
 	if in.VM.UUID == "" {
-		return pods.Composed{}, temporal.NewNonRetryableApplicationError("compose: the VM needs its UUID", ErrTypeInvalidInput, nil)
+		return api.ComposedVM{}, temporal.NewNonRetryableApplicationError("compose: the VM needs its UUID", ErrTypeInvalidInput, nil)
 	}
 	pod, err := a.rackPod(ctx, in.Pod)
 	if err != nil {
-		return pods.Composed{}, err
+		return api.ComposedVM{}, err
 	}
-	var out pods.Composed
+	var out api.ComposedVM
 	err = a.withConn(ctx, pod, func(c *pods.Conn) error {
 		found, err := c.Existing(in.VM.Name)
 		incomplete := errors.Is(err, pods.ErrIncompleteVM)
@@ -198,8 +198,8 @@ func (a *Activities) ComposeVM(ctx context.Context, in ComposeVMInput) (pods.Com
 
 // DeclareVMInput is a composed VM to declare as a machine of the pod.
 type DeclareVMInput struct {
-	Pod      string        `json:"Pod"`
-	Composed pods.Composed `json:"Composed"`
+	Pod      string         `json:"Pod"`
+	Composed api.ComposedVM `json:"Composed"`
 }
 
 // DeclareVMResult names the declared machine.
@@ -295,20 +295,20 @@ func (a *Activities) ForgetVM(ctx context.Context, in VMInput) error {
 
 // PowerVMInput is a power action on a VM of a pod.
 type PowerVMInput struct {
-	Pod    string           `json:"Pod"`
-	VM     string           `json:"VM"`
-	Action pods.PowerAction `json:"Action"`
+	Pod    string          `json:"Pod"`
+	VM     string          `json:"VM"`
+	Action api.PowerAction `json:"Action"`
 }
 
 // PowerVMResult is the VM's power state after the action: "on" or "off".
 type PowerVMResult struct {
-	State pods.PowerAction `json:"State"`
+	State api.PowerAction `json:"State"`
 }
 
 // PowerVM applies the action (idempotent: on for a running VM changes nothing) and reports the
 // VM's power state. A VM not in the pod's VMs is refused.
 func (a *Activities) PowerVM(ctx context.Context, in PowerVMInput) (PowerVMResult, error) {
-	if _, err := pods.ParsePowerAction(string(in.Action)); err != nil {
+	if _, err := api.ParsePowerAction(string(in.Action)); err != nil {
 		return PowerVMResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidInput, nil)
 	}
 	pod, err := a.podVM(ctx, in.Pod, in.VM)

@@ -110,9 +110,9 @@ func startPodHost(t *testing.T) podHost {
 
 // composeInput asks for a small VM with one disk from the host's pool, under the UUID id.
 func (h podHost) composeInput(id string) ComposeVMInput {
-	return ComposeVMInput{Pod: testPod, VM: pods.VM{
+	return ComposeVMInput{Pod: testPod, VM: api.PodVM{
 		Name: vmName(), UUID: id, Cores: 1, MemoryBytes: 128 << 20,
-		Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"},
+		Disks: []api.PodDisk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: api.PodNIC{Bridge: "br0"},
 	}}
 }
 
@@ -220,7 +220,7 @@ func TestPodActivitiesActOnlyOnThePodsVMs(t *testing.T) {
 	t.Cleanup(func() { conn.Decompose(foreign.UUID) })
 
 	for _, key := range []string{foreign.UUID, foreign.Name} {
-		_, err := h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: key, Action: pods.PowerOn})
+		_, err := h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: key, Action: api.PowerOn})
 		wantAppError(t, "power of a domain not in the pod's VMs", err, ErrTypeNoVM, "no such VM")
 		err = h.acts.DecomposeVM(ctx, VMInput{Pod: testPod, VM: key})
 		wantAppError(t, "decompose of a domain not in the pod's VMs", err, ErrTypeNoVM, "no such VM")
@@ -236,7 +236,7 @@ func TestPodActivitiesActOnlyOnThePodsVMs(t *testing.T) {
 	if vols := libvirtdtest.Volumes(t, h.socket, h.pool); !slices.Equal(vols, []string{foreign.Name + "-disk0"}) {
 		t.Errorf("pool volumes %v, want the domain's disk kept", vols)
 	}
-	if state, err := conn.PowerState(foreign.UUID); err != nil || state != pods.PowerOff {
+	if state, err := conn.PowerState(foreign.UUID); err != nil || state != api.PowerOff {
 		t.Errorf("power state %q (%v), want off", state, err)
 	}
 }
@@ -278,9 +278,9 @@ func TestComposeVMRetriedAfterTheRackDiedHalfWay(t *testing.T) {
 func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
 	h := startPodHost(t)
 	ctx := context.Background()
-	vm := func(edit func(*pods.VM)) ComposeVMInput {
-		v := pods.VM{Name: vmName(), UUID: "5e000000-0000-4000-8000-000000000003", Cores: 1, MemoryBytes: 128 << 20,
-			Disks: []pods.Disk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: pods.NIC{Bridge: "br0"}}
+	vm := func(edit func(*api.PodVM)) ComposeVMInput {
+		v := api.PodVM{Name: vmName(), UUID: "5e000000-0000-4000-8000-000000000003", Cores: 1, MemoryBytes: 128 << 20,
+			Disks: []api.PodDisk{{Pool: h.pool, SizeBytes: 1 << 30}}, NIC: api.PodNIC{Bridge: "br0"}}
 		edit(&v)
 		return ComposeVMInput{Pod: testPod, VM: v}
 	}
@@ -290,12 +290,12 @@ func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
 		errType string
 		want    string
 	}{
-		{"pool without room", vm(func(v *pods.VM) { v.Disks[0].SizeBytes = 1 << 60 }), ErrTypePodRefused, "bytes available"},
-		{"unknown pool", vm(func(v *pods.VM) { v.Disks[0].Pool = "nope" }), ErrTypePodRefused, "storage pool nope"},
-		{"wrong arch", vm(func(v *pods.VM) { v.Arch = "s390x" }), ErrTypePodRefused, "cannot run architecture"},
-		{"bad name", vm(func(v *pods.VM) { v.Name = "a/b" }), ErrTypePodRefused, "VM name"},
-		{"no UUID", vm(func(v *pods.VM) { v.UUID = "" }), ErrTypeInvalidInput, "needs its UUID"},
-		{"unknown pod", ComposeVMInput{Pod: "0d000000-0000-4000-8000-000000000009", VM: vm(func(*pods.VM) {}).VM}, ErrTypeRegionRefused, "not found"},
+		{"pool without room", vm(func(v *api.PodVM) { v.Disks[0].SizeBytes = 1 << 60 }), ErrTypePodRefused, "bytes available"},
+		{"unknown pool", vm(func(v *api.PodVM) { v.Disks[0].Pool = "nope" }), ErrTypePodRefused, "storage pool nope"},
+		{"wrong arch", vm(func(v *api.PodVM) { v.Arch = "s390x" }), ErrTypePodRefused, "cannot run architecture"},
+		{"bad name", vm(func(v *api.PodVM) { v.Name = "a/b" }), ErrTypePodRefused, "VM name"},
+		{"no UUID", vm(func(v *api.PodVM) { v.UUID = "" }), ErrTypeInvalidInput, "needs its UUID"},
+		{"unknown pod", ComposeVMInput{Pod: "0d000000-0000-4000-8000-000000000009", VM: vm(func(*api.PodVM) {}).VM}, ErrTypeRegionRefused, "not found"},
 	} {
 		_, err := h.acts.ComposeVM(ctx, c.in)
 		if c.errType == ErrTypeRegionRefused {
@@ -318,7 +318,7 @@ func TestPodActivitiesRefuseBadInputFinally(t *testing.T) {
 	_, err = h.acts.RefreshPod(ctx, PodInput{Pod: "Name:kvm-01"})
 	wantAppError(t, "a pod named by its name", err, ErrTypeInvalidInput, "by its UUID "+testPod)
 
-	_, err = h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: "no-such-vm", Action: pods.PowerOn})
+	_, err = h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: "no-such-vm", Action: api.PowerOn})
 	wantAppError(t, "power of a VM the pod lacks", err, ErrTypeNoVM, "no such VM")
 	_, err = h.acts.PowerVM(ctx, PowerVMInput{Pod: testPod, VM: "no-such-vm", Action: "reset"})
 	wantAppError(t, "unknown power action", err, ErrTypeInvalidInput, "want on, off or cycle")

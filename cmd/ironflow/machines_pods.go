@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
-	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -23,7 +22,7 @@ func newMachinesPowerCommand() *cobra.Command {
 			"Takes an operator or admin token. " + machines.keyHelp(),
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			action, err := pods.ParsePowerAction(args[0])
+			action, err := api.ParsePowerAction(args[0])
 			if err != nil {
 				return err
 			}

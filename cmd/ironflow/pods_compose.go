@@ -8,13 +8,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
 
 func newPodsComposeCommand() *cobra.Command {
-	var vm pods.VM
+	var vm api.PodVM
 	var memory string
 	var storage []string
 	c := &cobra.Command{
@@ -67,8 +66,8 @@ func newPodsComposeCommand() *cobra.Command {
 }
 
 // parseDisks reads --storage POOL:SIZE flags.
-func parseDisks(flags []string) ([]pods.Disk, error) {
-	disks := make([]pods.Disk, 0, len(flags))
+func parseDisks(flags []string) ([]api.PodDisk, error) {
+	disks := make([]api.PodDisk, 0, len(flags))
 	for _, f := range flags {
 		pool, size, ok := strings.Cut(f, ":")
 		if !ok || pool == "" {
@@ -78,7 +77,7 @@ func parseDisks(flags []string) ([]pods.Disk, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--storage %q: %w", f, err)
 		}
-		disks = append(disks, pods.Disk{Pool: pool, SizeBytes: n})
+		disks = append(disks, api.PodDisk{Pool: pool, SizeBytes: n})
 	}
 	return disks, nil
 }

@@ -10,52 +10,15 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"github.com/google/uuid"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/ironflow/ironflow/region/api"
 )
-
-// VM asks for one VM on a pod.
-type VM struct {
-	Name        string
-	UUID        string // the domain's UUID; empty: a fresh one
-	Arch        string // empty: the pod's own architecture
-	Cores       int
-	MemoryBytes uint64
-	Disks       []Disk
-	NIC         NIC
-}
-
-// Disk is a volume carved from a named storage pool.
-type Disk struct {
-	Pool      string
-	SizeBytes uint64
-}
-
-// NIC attaches the VM to a host bridge or to a libvirt network (exactly one of them).
-type NIC struct {
-	Bridge  string
-	Network string
-	MAC     string // empty: libvirt picks one
-}
-
-// Composed is a VM that Compose defined.
-type Composed struct {
-	Name    string
-	UUID    string
-	MAC     string
-	Volumes []Volume
-}
-
-// Volume is one disk of a composed VM.
-type Volume struct {
-	Pool string
-	Name string
-}
-
-func (v Volume) String() string { return v.Pool + "/" + v.Name }
 
 // names libvirt objects may have here: they end up in file names and XML.
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
-func (vm VM) validate() error {
+// validate checks vm before a compose asks libvirt for anything.
+func validate(vm api.PodVM) error {
 	if !validName.MatchString(vm.Name) {
 		return fmt.Errorf("VM name %q: want letters, digits, '.', '_' or '-', at most 63", vm.Name)
 	}
@@ -89,17 +52,17 @@ func (vm VM) validate() error {
 // nothing behind: when a step fails, what it created is removed again, on a new connection
 // when libvirtd restarted under it; only a pod that cannot be reached again keeps it (the
 // error names it).
-func (c *Conn) Compose(vm VM) (Composed, error) {
-	return bounded(c, func() (Composed, error) { return c.compose(vm) })
+func (c *Conn) Compose(vm api.PodVM) (api.ComposedVM, error) {
+	return bounded(c, func() (api.ComposedVM, error) { return c.compose(vm) })
 }
 
-func (c *Conn) compose(vm VM) (Composed, error) {
-	if err := vm.validate(); err != nil {
-		return Composed{}, refuse(err)
+func (c *Conn) compose(vm api.PodVM) (api.ComposedVM, error) {
+	if err := validate(vm); err != nil {
+		return api.ComposedVM{}, refuse(err)
 	}
 	caps, err := c.capabilities()
 	if err != nil {
-		return Composed{}, err
+		return api.ComposedVM{}, err
 	}
 	arch := vm.Arch
 	if arch == "" && caps.Host.CPU != nil {
@@ -107,43 +70,43 @@ func (c *Conn) compose(vm VM) (Composed, error) {
 	}
 	domainType, err := guestDomainType(caps, arch)
 	if err != nil {
-		return Composed{}, refuse(fmt.Errorf("VM %s: %w", vm.Name, err))
+		return api.ComposedVM{}, refuse(fmt.Errorf("VM %s: %w", vm.Name, err))
 	}
 	if err := c.checkFits(vm); err != nil {
-		return Composed{}, refuse(fmt.Errorf("VM %s: %w", vm.Name, err))
+		return api.ComposedVM{}, refuse(fmt.Errorf("VM %s: %w", vm.Name, err))
 	}
 	if err := c.checkRoom(vm.Disks); err != nil {
-		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+		return api.ComposedVM{}, fmt.Errorf("VM %s: %w", vm.Name, err)
 	}
 	if err := c.checkNamesFree(vm); err != nil {
-		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+		return api.ComposedVM{}, fmt.Errorf("VM %s: %w", vm.Name, err)
 	}
 
-	out := Composed{Name: vm.Name, UUID: vm.UUID}
+	out := api.ComposedVM{Name: vm.Name, UUID: vm.UUID}
 	if out.UUID == "" {
 		out.UUID = uuid.NewString()
 	}
 	for i, d := range vm.Disks {
-		out.Volumes = append(out.Volumes, Volume{Pool: d.Pool, Name: volumeName(vm, i)})
+		out.Volumes = append(out.Volumes, api.PodVolume{Pool: d.Pool, Name: volumeName(vm, i)})
 	}
 	// The domain first: it names its volumes before they exist, so a compose the rack did not
 	// live to finish or undo is found by its UUID, whole (Existing), and removed with them.
 	doc, err := domainXML(vm, out, arch, domainType)
 	if err != nil {
-		return Composed{}, fmt.Errorf("VM %s: %w", vm.Name, err)
+		return api.ComposedVM{}, fmt.Errorf("VM %s: %w", vm.Name, err)
 	}
 	// made is what the compose created, or may have created: a call the connection broke under
 	// may have been done.
-	var made []Volume
-	undo := func(cause error) (Composed, error) {
-		return Composed{}, errors.Join(cause, c.undoCompose(out.UUID, made))
+	var made []api.PodVolume
+	undo := func(cause error) (api.ComposedVM, error) {
+		return api.ComposedVM{}, errors.Join(cause, c.undoCompose(out.UUID, made))
 	}
 	dom, err := c.lv.DomainDefineXMLFlags(doc, 0)
 	if err != nil {
 		err = fmt.Errorf("VM %s: define domain: %w", vm.Name, err)
 		var lerr libvirt.Error
 		if errors.As(err, &lerr) && (lerr.Code == uint32(libvirt.ErrDomExist) || lerr.Code == uint32(libvirt.ErrOperationFailed)) {
-			return Composed{}, refuse(err) // the name (or UUID) is another domain's: nothing was made
+			return api.ComposedVM{}, refuse(err) // the name (or UUID) is another domain's: nothing was made
 		}
 		return undo(err)
 	}
@@ -165,7 +128,7 @@ func (c *Conn) compose(vm VM) (Composed, error) {
 // undoCompose removes what a failed compose made: the domain of its UUID, if it was defined,
 // and the volumes. When the connection broke (libvirtd restarted, or stopped answering), it
 // does so on a new one.
-func (c *Conn) undoCompose(id string, made []Volume) error {
+func (c *Conn) undoCompose(id string, made []api.PodVolume) error {
 	if !c.watch.broken() {
 		return c.removeComposed(id, made)
 	}
@@ -177,7 +140,7 @@ func (c *Conn) undoCompose(id string, made []Volume) error {
 	return fresh.do(func() error { return fresh.removeComposed(id, made) })
 }
 
-func (c *Conn) removeComposed(id string, made []Volume) error {
+func (c *Conn) removeComposed(id string, made []api.PodVolume) error {
 	var errs []error
 	dom, err := c.lookupDomain(id)
 	switch {
@@ -223,7 +186,7 @@ func guestDomainType(caps libvirtxml.Caps, arch string) (string, error) {
 // checkFits refuses a VM with more CPUs or memory than the whole host has: libvirt defines
 // it all the same, and it could never start (or only by swapping the host to a halt). Pods
 // are overcommitted VM by VM, as on any KVM host; only one VM larger than the host is refused.
-func (c *Conn) checkFits(vm VM) error {
+func (c *Conn) checkFits(vm api.PodVM) error {
 	_, memKiB, cpus, _, _, _, _, _, err := c.lv.NodeGetInfo()
 	if err != nil {
 		return fmt.Errorf("read node info: %w", err)
@@ -238,7 +201,7 @@ func (c *Conn) checkFits(vm VM) error {
 }
 
 // checkRoom refuses disks their pools have no room for, before anything is created.
-func (c *Conn) checkRoom(disks []Disk) error {
+func (c *Conn) checkRoom(disks []api.PodDisk) error {
 	want := map[string]uint64{}
 	for _, d := range disks {
 		want[d.Pool] += d.SizeBytes
@@ -266,13 +229,13 @@ func (c *Conn) checkRoom(disks []Disk) error {
 }
 
 // volumeName names the volume of the VM's disk i.
-func volumeName(vm VM, i int) string { return fmt.Sprintf("%s-disk%d", vm.Name, i) }
+func volumeName(vm api.PodVM, i int) string { return fmt.Sprintf("%s-disk%d", vm.Name, i) }
 
 // checkNamesFree refuses a VM whose domain or volume names the pod has already (defined outside
 // Ironflow, or another VM's), before anything is created: libvirt refuses a taken name only
 // when the object is created, half-way through a compose. The pools were refreshed by
 // checkRoom, so a volume file written outside libvirt counts.
-func (c *Conn) checkNamesFree(vm VM) error {
+func (c *Conn) checkNamesFree(vm api.PodVM) error {
 	_, err := c.lv.DomainLookupByName(vm.Name)
 	if err == nil {
 		return fmt.Errorf("the pod has a domain named %s already", vm.Name)
@@ -297,7 +260,7 @@ func (c *Conn) checkNamesFree(vm VM) error {
 	return nil
 }
 
-func (c *Conn) createVolume(d Disk, name string) (libvirt.StorageVol, error) {
+func (c *Conn) createVolume(d api.PodDisk, name string) (libvirt.StorageVol, error) {
 	p, err := c.lv.StoragePoolLookupByName(d.Pool)
 	if err != nil {
 		return libvirt.StorageVol{}, fmt.Errorf("storage pool %s: %w", d.Pool, err)
@@ -321,7 +284,7 @@ func (c *Conn) createVolume(d Disk, name string) (libvirt.StorageVol, error) {
 	return vol, nil
 }
 
-func domainXML(vm VM, out Composed, arch, domainType string) (string, error) {
+func domainXML(vm api.PodVM, out api.ComposedVM, arch, domainType string) (string, error) {
 	disks := make([]libvirtxml.DomainDisk, len(out.Volumes))
 	for i, v := range out.Volumes {
 		disks[i] = libvirtxml.DomainDisk{
@@ -386,8 +349,8 @@ var ErrIncompleteVM = errors.New("a volume of the VM is missing")
 // Existing reads back the VM named name as Compose made it: its UUID, its NIC's MAC and its pool
 // volumes. A compose retried after it succeeded finds its VM here instead of composing twice;
 // one retried after the rack died half-way through finds it with ErrIncompleteVM.
-func (c *Conn) Existing(name string) (Composed, error) {
-	var out Composed // with ErrIncompleteVM too: it names the VM to remove
+func (c *Conn) Existing(name string) (api.ComposedVM, error) {
+	var out api.ComposedVM // with ErrIncompleteVM too: it names the VM to remove
 	err := c.do(func() (err error) {
 		out, err = c.existing(name)
 		return err
@@ -395,23 +358,23 @@ func (c *Conn) Existing(name string) (Composed, error) {
 	return out, err
 }
 
-func (c *Conn) existing(name string) (Composed, error) {
+func (c *Conn) existing(name string) (api.ComposedVM, error) {
 	dom, err := c.lv.DomainLookupByName(name)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {
-			return Composed{}, fmt.Errorf("VM %s: %w", name, ErrNoVM)
+			return api.ComposedVM{}, fmt.Errorf("VM %s: %w", name, ErrNoVM)
 		}
-		return Composed{}, fmt.Errorf("VM %s: %w", name, err)
+		return api.ComposedVM{}, fmt.Errorf("VM %s: %w", name, err)
 	}
 	x, err := c.domainXML(dom)
 	if err != nil {
-		return Composed{}, err
+		return api.ComposedVM{}, err
 	}
-	out := Composed{Name: name, UUID: x.UUID}
+	out := api.ComposedVM{Name: name, UUID: x.UUID}
 	if x.Devices != nil {
 		for _, d := range x.Devices.Disks {
 			if d.Source != nil && d.Source.Volume != nil {
-				out.Volumes = append(out.Volumes, Volume{Pool: d.Source.Volume.Pool, Name: d.Source.Volume.Volume})
+				out.Volumes = append(out.Volumes, api.PodVolume{Pool: d.Source.Volume.Pool, Name: d.Source.Volume.Volume})
 			}
 		}
 		if len(x.Devices.Interfaces) == 1 && x.Devices.Interfaces[0].MAC != nil {

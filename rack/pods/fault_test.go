@@ -18,6 +18,7 @@ import (
 	"github.com/ironflow/ironflow/dev/libvirtdtest"
 	"github.com/ironflow/ironflow/dev/sshdtest"
 	"github.com/ironflow/ironflow/internal/testutil"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // Procedure numbers of libvirt's remote protocol (remote_protocol.x), as they are on the wire.
@@ -77,7 +78,7 @@ func TestAHungLibvirtdDoesNotHangTheRack(t *testing.T) {
 	s := sshTo(t, p.socket)
 	const timeout = time.Second
 	goroutines := runtime.NumGoroutine()
-	vm := VM{Name: uniqueName(), Cores: 1, MemoryBytes: 64 << 20, Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}}, NIC: NIC{Bridge: "br0"}}
+	vm := api.PodVM{Name: uniqueName(), Cores: 1, MemoryBytes: 64 << 20, Disks: []api.PodDisk{{Pool: p.pool, SizeBytes: 16 << 20}}, NIC: api.PodNIC{Bridge: "br0"}}
 	calls := []struct {
 		what string
 		call func(*Conn) error
@@ -85,7 +86,7 @@ func TestAHungLibvirtdDoesNotHangTheRack(t *testing.T) {
 		{"discover", func(c *Conn) error { _, err := c.Discover(); return err }},
 		{"compose", func(c *Conn) error { _, err := c.Compose(vm); return err }},
 		{"decompose", func(c *Conn) error { return c.Decompose(vm.Name) }},
-		{"power", func(c *Conn) error { return c.Power(vm.Name, PowerOn) }},
+		{"power", func(c *Conn) error { return c.Power(vm.Name, api.PowerOn) }},
 		{"power state", func(c *Conn) error { _, err := c.PowerState(vm.Name); return err }},
 	}
 	conns := make([]*Conn, len(calls))
@@ -190,10 +191,10 @@ func TestComposeWhenLibvirtdRestartsIsUndone(t *testing.T) {
 	} {
 		conn := dialOnCall(t, p.socket, c.proc, p.daemon.Restart)
 		name := uniqueName()
-		_, err := conn.Compose(VM{
+		_, err := conn.Compose(api.PodVM{
 			Name: name, Cores: 1, MemoryBytes: 64 << 20,
-			Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}},
-			NIC:   NIC{Bridge: "br0"},
+			Disks: []api.PodDisk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}},
+			NIC:   api.PodNIC{Bridge: "br0"},
 		})
 		if err == nil || !strings.Contains(err.Error(), "closed the connection") {
 			t.Errorf("%s, then libvirtd restarted: %v, want that it closed the connection", c.what, err)
@@ -218,10 +219,10 @@ func TestComposeWhenLibvirtdHangsSaysWhatMayBeLeft(t *testing.T) {
 	name := uniqueName()
 	const id = "5e000000-0000-4000-8000-0000000000aa"
 	start := time.Now()
-	_, err := conn.Compose(VM{
+	_, err := conn.Compose(api.PodVM{
 		Name: name, UUID: id, Cores: 1, MemoryBytes: 64 << 20,
-		Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}},
-		NIC:   NIC{Bridge: "br0"},
+		Disks: []api.PodDisk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}},
+		NIC:   api.PodNIC{Bridge: "br0"},
 	})
 	took := time.Since(start)
 	left := "domain " + id + ", volumes [" + p.pool + "/" + name + "-disk0]"
@@ -300,8 +301,8 @@ func TestAnUnreachablePodFailsFast(t *testing.T) {
 // into its directory), is refused before anything is created, and what was there stays.
 func TestComposeRefusesNamesThePodHas(t *testing.T) {
 	p := startPod(t)
-	vm := func(name string) VM {
-		return VM{Name: name, Cores: 1, MemoryBytes: 64 << 20, Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}}, NIC: NIC{Bridge: "br0"}}
+	vm := func(name string) api.PodVM {
+		return api.PodVM{Name: name, Cores: 1, MemoryBytes: 64 << 20, Disks: []api.PodDisk{{Pool: p.pool, SizeBytes: 16 << 20}, {Pool: p.pool, SizeBytes: 16 << 20}}, NIC: api.PodNIC{Bridge: "br0"}}
 	}
 
 	taken := uniqueName()

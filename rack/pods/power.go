@@ -5,37 +5,19 @@ import (
 	"fmt"
 
 	"github.com/digitalocean/go-libvirt"
+
+	"github.com/ironflow/ironflow/region/api"
 )
-
-// PowerAction is what `machines power` asks of a pod VM.
-type PowerAction string
-
-// The power actions. Off is a hard stop (a pulled plug, as for a bare-metal BMC); a VM being
-// decomposed or re-commissioned must not wait for its guest to agree.
-const (
-	PowerOn    PowerAction = "on"
-	PowerOff   PowerAction = "off"
-	PowerCycle PowerAction = "cycle"
-)
-
-// ParsePowerAction checks an action named by a user.
-func ParsePowerAction(s string) (PowerAction, error) {
-	switch a := PowerAction(s); a {
-	case PowerOn, PowerOff, PowerCycle:
-		return a, nil
-	}
-	return "", fmt.Errorf("power action %q: want on, off or cycle", s)
-}
 
 // Power applies a to the VM (its domain name or UUID). It is idempotent: on for a running VM and
 // off for a stopped one change nothing, so a retried call finishes; cycle starts a stopped VM.
 // On resumes a paused VM (QEMU pauses one whose sparse disk found its pool full), so that after
 // on the VM runs.
-func (c *Conn) Power(vm string, a PowerAction) error {
+func (c *Conn) Power(vm string, a api.PowerAction) error {
 	return c.do(func() error { return c.power(vm, a) })
 }
 
-func (c *Conn) power(vm string, a PowerAction) error {
+func (c *Conn) power(vm string, a api.PowerAction) error {
 	dom, err := c.lookupDomain(vm)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {
@@ -47,20 +29,20 @@ func (c *Conn) power(vm string, a PowerAction) error {
 	if err != nil {
 		return fmt.Errorf("power %s %s: domain state: %w", a, vm, err)
 	}
-	if a == PowerOn && libvirt.DomainState(state) == libvirt.DomainPaused {
+	if a == api.PowerOn && libvirt.DomainState(state) == libvirt.DomainPaused {
 		if err := c.lv.DomainResume(dom); err != nil {
 			return fmt.Errorf("power %s %s: resume: %w", a, vm, err)
 		}
 		return nil
 	}
 	on := libvirt.DomainState(state) != libvirt.DomainShutoff
-	if on && (a == PowerOff || a == PowerCycle) {
+	if on && (a == api.PowerOff || a == api.PowerCycle) {
 		if err := c.lv.DomainDestroy(dom); err != nil {
 			return fmt.Errorf("power %s %s: stop: %w", a, vm, err)
 		}
 		on = false
 	}
-	if !on && (a == PowerOn || a == PowerCycle) {
+	if !on && (a == api.PowerOn || a == api.PowerCycle) {
 		if err := c.lv.DomainCreate(dom); err != nil {
 			return fmt.Errorf("power %s %s: start: %w", a, vm, errors.Join(c.missingDisks(dom), err))
 		}
@@ -104,11 +86,11 @@ func (c *Conn) missingDisks(dom libvirt.Domain) error {
 
 // PowerState says whether the VM runs ("on") or not ("off"); a paused or crashed VM is "on"
 // to libvirt until it is destroyed, and is reported as such.
-func (c *Conn) PowerState(vm string) (PowerAction, error) {
-	return bounded(c, func() (PowerAction, error) { return c.powerState(vm) })
+func (c *Conn) PowerState(vm string) (api.PowerAction, error) {
+	return bounded(c, func() (api.PowerAction, error) { return c.powerState(vm) })
 }
 
-func (c *Conn) powerState(vm string) (PowerAction, error) {
+func (c *Conn) powerState(vm string) (api.PowerAction, error) {
 	dom, err := c.lookupDomain(vm)
 	if err != nil {
 		if isNotFound(err, libvirt.ErrNoDomain) {
@@ -121,9 +103,9 @@ func (c *Conn) powerState(vm string) (PowerAction, error) {
 		return "", fmt.Errorf("power state of %s: %w", vm, err)
 	}
 	if on {
-		return PowerOn, nil
+		return api.PowerOn, nil
 	}
-	return PowerOff, nil
+	return api.PowerOff, nil
 }
 
 func (c *Conn) running(dom libvirt.Domain) (bool, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/ironflow/ironflow/internal/netnstest"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // bridge is the host bridge of runningPod's namespace that its VMs' NICs join.
@@ -25,12 +26,12 @@ func runningPod(t *testing.T) pod {
 
 // composeSmall composes a small VM on the bridge (its disk is never booted: the firmware tries
 // the network first and finds nothing) and decomposes it when the test ends.
-func composeSmall(t *testing.T, p pod) Composed {
+func composeSmall(t *testing.T, p pod) api.ComposedVM {
 	t.Helper()
-	vm, err := p.conn.Compose(VM{
+	vm, err := p.conn.Compose(api.PodVM{
 		Name: uniqueName(), Cores: 1, MemoryBytes: 64 << 20,
-		Disks: []Disk{{Pool: p.pool, SizeBytes: 16 << 20}},
-		NIC:   NIC{Bridge: bridge},
+		Disks: []api.PodDisk{{Pool: p.pool, SizeBytes: 16 << 20}},
+		NIC:   api.PodNIC{Bridge: bridge},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func (p pod) domainID(t *testing.T, vm string) int32 {
 	return dom.ID
 }
 
-func (p pod) wantState(t *testing.T, vm string, want PowerAction) {
+func (p pod) wantState(t *testing.T, vm string, want api.PowerAction) {
 	t.Helper()
 	got, err := p.conn.PowerState(vm)
 	if err != nil {
@@ -71,39 +72,39 @@ func (p pod) wantState(t *testing.T, vm string, want PowerAction) {
 func TestPowerOfARunningVM(t *testing.T) {
 	p := runningPod(t)
 	vm := composeSmall(t, p)
-	p.wantState(t, vm.Name, PowerOff)
+	p.wantState(t, vm.Name, api.PowerOff)
 
-	power := func(key string, a PowerAction) {
+	power := func(key string, a api.PowerAction) {
 		t.Helper()
 		if err := p.conn.Power(key, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	power(vm.Name, PowerOn)
-	p.wantState(t, vm.Name, PowerOn)
+	power(vm.Name, api.PowerOn)
+	p.wantState(t, vm.Name, api.PowerOn)
 	first := p.domainID(t, vm.Name)
 	if first < 1 {
 		t.Fatalf("running domain has ID %d", first)
 	}
-	power(vm.UUID, PowerOn)
+	power(vm.UUID, api.PowerOn)
 	if id := p.domainID(t, vm.Name); id != first {
 		t.Fatalf("power on of a running VM restarted it: domain ID %d, was %d", id, first)
 	}
 
-	power(vm.Name, PowerCycle)
-	p.wantState(t, vm.Name, PowerOn)
+	power(vm.Name, api.PowerCycle)
+	p.wantState(t, vm.Name, api.PowerOn)
 	cycled := p.domainID(t, vm.Name)
 	if cycled == first || cycled < 1 {
 		t.Fatalf("power cycle of a running VM: domain ID %d, was %d: want it restarted", cycled, first)
 	}
 
-	power(vm.UUID, PowerOff)
-	p.wantState(t, vm.Name, PowerOff)
-	power(vm.Name, PowerOff)
-	p.wantState(t, vm.Name, PowerOff)
+	power(vm.UUID, api.PowerOff)
+	p.wantState(t, vm.Name, api.PowerOff)
+	power(vm.Name, api.PowerOff)
+	p.wantState(t, vm.Name, api.PowerOff)
 
-	power(vm.Name, PowerCycle)
-	p.wantState(t, vm.Name, PowerOn)
+	power(vm.Name, api.PowerCycle)
+	p.wantState(t, vm.Name, api.PowerOn)
 	if id := p.domainID(t, vm.Name); id == cycled || id < 1 {
 		t.Fatalf("power cycle of a stopped VM: domain ID %d, was %d before it stopped", id, cycled)
 	}
@@ -117,13 +118,13 @@ func TestPowerOnWithoutItsDiskSaysSo(t *testing.T) {
 	if err := p.conn.deleteVolume(vm.Volumes[0].Pool, vm.Volumes[0].Name); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []PowerAction{PowerOn, PowerCycle} {
+	for _, a := range []api.PowerAction{api.PowerOn, api.PowerCycle} {
 		err := p.conn.Power(vm.Name, a)
 		want := "disk vda: volume " + p.pool + "/" + vm.Name + "-disk0 is gone"
 		if !errors.Is(err, ErrMissingDisk) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("power %s of a VM without its disk: %v, want ErrMissingDisk with %q", a, err, want)
 		}
-		p.wantState(t, vm.Name, PowerOff)
+		p.wantState(t, vm.Name, api.PowerOff)
 	}
 }
 
@@ -132,7 +133,7 @@ func TestPowerOnWithoutItsDiskSaysSo(t *testing.T) {
 func TestPowerOnResumesAPausedVM(t *testing.T) {
 	p := runningPod(t)
 	vm := composeSmall(t, p)
-	if err := p.conn.Power(vm.Name, PowerOn); err != nil {
+	if err := p.conn.Power(vm.Name, api.PowerOn); err != nil {
 		t.Fatal(err)
 	}
 	dom, err := p.conn.lv.DomainLookupByName(vm.Name)
@@ -142,8 +143,8 @@ func TestPowerOnResumesAPausedVM(t *testing.T) {
 	if err := p.conn.lv.DomainSuspend(dom); err != nil {
 		t.Fatal(err)
 	}
-	p.wantState(t, vm.Name, PowerOn)
-	if err := p.conn.Power(vm.Name, PowerOn); err != nil {
+	p.wantState(t, vm.Name, api.PowerOn)
+	if err := p.conn.Power(vm.Name, api.PowerOn); err != nil {
 		t.Fatal(err)
 	}
 	state, _, err := p.conn.lv.DomainGetState(dom, 0)

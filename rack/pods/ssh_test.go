@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/dev/sshdtest"
+	"github.com/ironflow/ironflow/region/api"
 )
 
 // sshPod is a real libvirtd behind a real sshd that forwards its socket, as a pod host reached
@@ -41,7 +42,7 @@ func TestOverSSHDiscoverComposeDecompose(t *testing.T) {
 		t.Fatalf("pool %s not discovered over SSH: %+v", pool, facts.StoragePools)
 	}
 	name := uniqueName()
-	if _, err := conn.Compose(VM{Name: name, Cores: 1, MemoryBytes: 128 << 20, Disks: []Disk{{Pool: pool, SizeBytes: 1 << 30}}, NIC: NIC{Bridge: "br0"}}); err != nil {
+	if _, err := conn.Compose(api.PodVM{Name: name, Cores: 1, MemoryBytes: 128 << 20, Disks: []api.PodDisk{{Pool: pool, SizeBytes: 1 << 30}}, NIC: api.PodNIC{Bridge: "br0"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.Decompose(name); err != nil {
