@@ -1,13 +1,16 @@
 package rack
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,13 +39,42 @@ func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("IRONFLOW_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, debug))
 	}
-	kept := &testutil.SafeBuffer{}
+	kept := &keptLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("rack log:\n%s", kept.String())
+			t.Logf("rack log:\n%s", kept)
 		}
 	})
 	return slog.New(slog.NewTextHandler(kept, debug))
+}
+
+// keptLogMax bounds a test's kept rack log: a flood test logs per dropped packet.
+const keptLogMax = 1 << 20
+
+// keptLog is the first keptLogMax bytes of the rack's log and the count of the rest.
+type keptLog struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	dropped int
+}
+
+func (l *keptLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len()+len(p) > keptLogMax {
+		l.dropped += len(p)
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *keptLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dropped > 0 {
+		return fmt.Sprintf("%s… and %d bytes more", l.b.String(), l.dropped)
+	}
+	return l.b.String()
 }
 
 // region is one region process on 127.0.0.1 serving a database.

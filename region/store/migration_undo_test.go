@@ -62,7 +62,10 @@ func TestRedirectCopy(t *testing.T) {
 	// The undone import is over, as when its copy is deleted: its ticket imports nothing again.
 	_, err = dst.s.Import(ctx, use, bundle, drp2)
 	wantErr(t, err, store.ErrConflict, "a ticket imports once")
-	if m, err := dst.s.Import(ctx, ticketUse("undo-2"), bundle, drp2); err != nil || m.Locked || m.Meta[api.MetaRedirectEndpoint] != "" {
+	// The machine's next move (its workflow ID is the machine's) imports over the stub.
+	next := ticketUse("undo-2")
+	next.Migration = migration
+	if m, err := dst.s.Import(ctx, next, bundle, drp2); err != nil || m.Locked || m.Meta[api.MetaRedirectEndpoint] != "" {
 		t.Fatalf("import over the redirecting stub: %+v, %v", m, err)
 	}
 	if _, err := dst.s.Activate(ctx, alice, id); err != nil {
