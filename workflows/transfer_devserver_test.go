@@ -131,12 +131,15 @@ func TestTransferRackCancelRetryAndRefusalOnDevServer(t *testing.T) {
 	start := func(t *testing.T, acts *transferActs, in workflows.TransferRackInput) (context.Context, client.WorkflowRun) {
 		t.Helper()
 		startTransferWorkers(t, c, acts, &fakeChildren{duration: func(string) time.Duration { return 10 * time.Millisecond }})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a loaded 2-core host
 		t.Cleanup(cancel)
 		run, err := c.ExecuteWorkflow(ctx, opts, workflows.TransferRack, in)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The subtests share the rack's workflow ID: a run a failed subtest left must not be
+		// the next subtest's (a start under a running ID answers that run).
+		t.Cleanup(func() { c.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "subtest over") })
 		return ctx, run
 	}
 	t.Run("cancel during pause", func(t *testing.T) {
@@ -158,7 +161,7 @@ func TestTransferRackCancelRetryAndRefusalOnDevServer(t *testing.T) {
 		acts := newTransferActs(t, machineUUIDs(2))
 		acts.fail["CopyRack"], acts.fail["UnpauseRack"] = true, true
 		ctx, run := start(t, acts, transferInput(2))
-		testutil.Eventually(t, 20*time.Second, "the undo failed", func() bool { return acts.failures() > 1 }) // the copy's, then the unpause's
+		testutil.Eventually(t, time.Minute, "the undo failed", func() bool { return acts.failures() > 1 }) // the copy's, then the unpause's
 		acts.setFail("UnpauseRack", false)
 		operatorRetries(ctx, t, c, run)
 		if err := run.Get(ctx, nil); errorType(err) != "Refused" {
