@@ -283,16 +283,22 @@ func cancelWhileStepRuns(ctx context.Context, t *testing.T, c client.Client, run
 // operatorRetries sends the operator's retry of the failing undo of run and waits for its answer.
 func operatorRetries(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun) {
 	t.Helper()
+	if err := sendOperatorRetry(ctx, c, run); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+}
+
+// sendOperatorRetry sends the operator's retry of the failing undo of run; the workflow
+// refuses it while no undo is failing.
+func sendOperatorRetry(ctx context.Context, c client.Client, run client.WorkflowRun) error {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
 		Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "fixed", By: "alice"}},
 	})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := h.Get(ctx, nil); err != nil {
-		t.Fatalf("retry: %v", err)
-	}
+	return h.Get(ctx, nil)
 }
 
 // startEastWestMigration runs a migration worker whose regions east and west are the given

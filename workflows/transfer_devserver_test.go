@@ -163,7 +163,9 @@ func TestTransferRackCancelRetryAndRefusalOnDevServer(t *testing.T) {
 		ctx, run := start(t, acts, transferInput(2))
 		testutil.Eventually(t, time.Minute, "the undo failed", func() bool { return acts.failures() > 1 }) // the copy's, then the unpause's
 		acts.setFail("UnpauseRack", false)
-		operatorRetries(ctx, t, c, run)
+		// The activity's failure is the fake's to count at once, the workflow's to see a moment
+		// later: until it does, it refuses the retry (nothing is failing yet).
+		testutil.Eventually(t, time.Minute, "the operator's retry accepted", func() bool { return sendOperatorRetry(ctx, c, run) == nil })
 		if err := run.Get(ctx, nil); errorType(err) != "Refused" {
 			t.Fatalf("workflow error %v, want the refused copy", err)
 		}
