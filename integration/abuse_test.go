@@ -268,6 +268,7 @@ func TestAbuse(t *testing.T) {
 	t.Run("limits", func(t *testing.T) { abuseLimits(t, s) })
 	t.Run("region DNS", func(t *testing.T) { abuseRegionDNS(t, s) })
 	t.Run("rack", func(t *testing.T) { abuseRackListeners(t, s) })
+	t.Run("codec endpoint", func(t *testing.T) { abuseCodecEndpoint(t, s) })
 }
 
 // newUUID is a fresh UUID for an object a check creates.
