@@ -10,7 +10,8 @@ import "time"
 //	     is malformed, holds a control or format character, comes from an address outside
 //	     the subnets the rack serves or held by another rack's live lease, names no machine
 //	     by MAC, or names a machine the rack does not serve: not behind it (Machine.Rack), its
-//	     Address in no subnet the rack serves, and no live lease of the rack for the MAC)
+//	     Address in no subnet the rack serves, no live lease of the rack for the MAC, and held
+//	     by another rack in one of these ways)
 //	GET  /api/v1/machines/{key}/logs?Since=TIME&After=ID&offset=&limit=
 //	     -> []SyslogMessage, oldest first, paged like every list (HeaderNext). Since is an
 //	     RFC 3339 time (messages received then or later), After an ID (messages stored after
