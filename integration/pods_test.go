@@ -140,6 +140,7 @@ func TestPodsDrivenByTheRack(t *testing.T) {
 	if pod.Rack != rack.Uuid {
 		t.Fatalf("pod added %+v, want on rack-a %s", pod, rack.Uuid)
 	}
+	waitRackWorker(ctx, t, s, rack.Uuid)
 	mustCLI(&pod, "pods", "refresh", "kvm-local")
 	i := slices.IndexFunc(pod.StoragePools, func(sp api.PodStoragePool) bool { return sp.Name == h.pool })
 	if i < 0 || pod.Arch == "" || pod.Cores < 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/ironflow/ironflow/dev/libvirtdtest"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // TestPodsFollowTheirRackToAnotherRegion: a rack transfer carries the rack's pod with its
@@ -38,6 +39,7 @@ func TestPodsFollowTheirRackToAnotherRegion(t *testing.T) {
 		return m
 	}
 
+	waitRackWorker(ctx, t, s, rack.Uuid)
 	var pod api.Pod
 	mustA(&pod, "pods", "add", "kvm-t", "--type", "virsh", "--address", "qemu:///system?socket="+h.socket, "--rack", "rack-a")
 	mustA(&pod, "pods", "refresh", "kvm-t")
@@ -95,4 +97,13 @@ func TestPodsFollowTheirRackToAnotherRegion(t *testing.T) {
 	if out, err := cliB("machines", "show", before.Uuid); err == nil || !strings.Contains(out, "404") {
 		t.Errorf("machine of the decomposed VM on region-b: %v: %s", err, out)
 	}
+}
+
+// waitRackWorker waits until the rack's worker polls its task queue: it starts a moment after
+// the rack serves, and until then the CLI refuses pod work at once (no one would do it).
+func waitRackWorker(ctx context.Context, t *testing.T, s *dev.Stack, rack string) {
+	t.Helper()
+	pollUntil(t, time.Minute, "rack "+rack+"'s worker polling its task queue", func() (bool, error) {
+		return moves.RackPolls(ctx, s.Client, rack) == nil, nil
+	})
 }
