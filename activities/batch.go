@@ -61,6 +61,14 @@ type BatchInput struct {
 	// chain (api.GrantCheck).
 	Move    string `json:",omitempty"`
 	MoveRun string `json:",omitempty"`
+	// Settle moves nothing forward: each machine is finished if it was finalized to the
+	// target, undone if the batch holds it, and reported not started otherwise. A workflow
+	// settles a batch whose attempts ran out or that was cancelled, retrying until every
+	// machine it touched is on exactly one region however long a region is down: a region
+	// that does not answer fails the attempt, a retry goes on from where it stopped. Reason
+	// says why, for the machines' failures.
+	Settle bool   `json:",omitempty"`
+	Reason string `json:",omitempty"`
 }
 
 // BatchResult says what happened to each machine of a batch, by UUID.
@@ -83,11 +91,13 @@ type BatchFailure struct {
 }
 
 // MigrateBatch moves each machine of the batch from source to target, Parallelism at a
-// time. Every machine is moved or undone on its own: one machine's failure undoes that
-// machine's steps only. A step that changed a region is never cut short: the calls run on a
-// context the activity's cancellation does not reach, and a cancel stops each machine at its
-// next step boundary, before activation undoing what it did, after it finishing. A worker
-// that stops also stops each machine at its next step boundary, but leaves it there and fails
+// time, or settles them (BatchInput.Settle). Every machine is moved or undone on its own: one
+// machine's failure undoes that machine's steps only. A step that changed a region is never
+// cut short: the calls run on a context the activity's cancellation does not reach, and a
+// cancel the workflow asked for stops each machine at its next step boundary, before
+// activation undoing what it did, after it finishing. Any other end of the attempt (its worker
+// stops, it timed out, was paused or reset: the server then gives the machines to the next
+// attempt) also stops each machine at its next step boundary, but leaves it there and fails
 // the attempt: run again (a retry, also after a worker crash), the batch resumes every machine
 // from where it is, finishes those an earlier attempt left finalized and reports those it
 // moved as moved.
@@ -126,19 +136,23 @@ func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResu
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				outcomes[i] = b.move(ctx, id)
+				if in.Settle {
+					outcomes[i] = b.settle(ctx, id)
+				} else {
+					outcomes[i] = b.move(ctx, id)
+				}
 			}()
 		}
 		wg.Wait()
 		return nil
 	})
 	var res BatchResult
-	interrupted := 0
+	var interrupted []string
 	for i, o := range outcomes {
 		id := in.Machines[i]
 		switch {
 		case o.interrupted:
-			interrupted++
+			interrupted = append(interrupted, fmt.Sprintf("machine %s: %v", id, o.err))
 		case o.perMachine:
 			res.PerMachine = append(res.PerMachine, id)
 		case o.err != nil:
@@ -147,9 +161,9 @@ func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResu
 			res.Moved = append(res.Moved, id)
 		}
 	}
-	if interrupted > 0 {
+	if len(interrupted) > 0 {
 		// Retryable: the next attempt, on a worker that runs, resumes them.
-		return BatchResult{}, fmt.Errorf("the worker stopped with %d machines of the batch not finished; a retry resumes them", interrupted)
+		return BatchResult{}, fmt.Errorf("%d machines of the batch are not finished, a retry resumes them (first: %s)", len(interrupted), interrupted[0])
 	}
 	return res, nil
 }
@@ -168,17 +182,35 @@ type batch struct {
 	workerStop <-chan struct{}
 }
 
-func (b *batch) workerStopping() bool {
+// errWorkerStopping is why a machine stops where it is when its worker stops.
+var errWorkerStopping = errors.New("the worker is stopping")
+
+// interruption says whether a machine must stop where it is at a step boundary, and why: the
+// worker stops, or the attempt ended for another reason than a cancel the workflow asked for
+// (StartToClose or heartbeat timeout, pause, reset), so the next attempt owns the machine and
+// undoing it here would undo that attempt's work. nil: go on, or handle ctx's cancel.
+func (b *batch) interruption(ctx context.Context) error {
 	select {
 	case <-b.workerStop:
-		return true
+		return errWorkerStopping
 	default:
-		return false
 	}
+	if ctx.Err() == nil || canceledByWorkflow(ctx) {
+		return nil
+	}
+	return fmt.Errorf("this attempt ended (%w): the next attempt resumes the machine", context.Cause(ctx))
+}
+
+// canceledByWorkflow reports a ctx cancelled because the workflow cancelled the activity (the
+// SDK's cause), or cancelled by a direct caller outside an activity.
+func canceledByWorkflow(ctx context.Context) bool {
+	var canceled *temporal.CanceledError
+	cause := context.Cause(ctx)
+	return errors.As(cause, &canceled) || (cause == context.Canceled && !activity.IsActivity(ctx))
 }
 
 // batchOutcome is one machine's: moved (err nil), per-machine, failed (undone or not), or
-// interrupted by the worker's stop.
+// interrupted (err says why): left where it is for the next attempt.
 type batchOutcome struct {
 	perMachine  bool
 	interrupted bool
@@ -210,9 +242,10 @@ func (b *batch) ref(region, id string) MachineRef {
 // reach.
 func (b *batch) move(ctx context.Context, id string) batchOutcome {
 	work := context.WithoutCancel(ctx)
+	if err := b.interruption(ctx); err != nil {
+		return batchOutcome{interrupted: true, err: err}
+	}
 	switch {
-	case b.workerStopping():
-		return batchOutcome{interrupted: true}
 	case ctx.Err() != nil:
 		return batchOutcome{err: temporal.NewCanceledError("the batch was canceled before machine " + id + " started"), undone: true}
 	}
@@ -236,8 +269,8 @@ func (b *batch) move(ctx context.Context, id string) batchOutcome {
 		{"finalize", mv.finalize, batchUndo{"restore-migration", mv.restore}},
 	}
 	for _, s := range steps {
-		if b.workerStopping() {
-			return batchOutcome{interrupted: true}
+		if err := b.interruption(ctx); err != nil {
+			return batchOutcome{interrupted: true, err: err}
 		}
 		if ctx.Err() != nil {
 			return mv.fail(work, fmt.Errorf("machine %s: the batch was canceled before %s: %w", id, s.name, temporal.NewCanceledError()))
@@ -249,12 +282,8 @@ func (b *batch) move(ctx context.Context, id string) batchOutcome {
 	}
 	if err := retry(work, batchCallAttempts, mv.activate); err != nil {
 		// The activation may have taken effect all the same: the target decides.
-		var active bool
-		if cerr := retry(work, batchCallAttempts, func(ctx context.Context) error {
-			var err error
-			active, err = b.a.IsActive(ctx, b.ref(b.in.TargetRegion, id))
-			return err
-		}); cerr != nil {
+		active, cerr := mv.activeOnTarget(work)
+		if cerr != nil {
 			return batchOutcome{err: nonRetryable(ErrTypeCompensationFailed,
 				"machine %s: activating it on %s failed (%v) and its state there could not be read (%v): nothing was undone, the source keeps its locked stub; activate the target or restore the source by hand",
 				id, b.in.TargetRegion, err, cerr)}
@@ -264,6 +293,52 @@ func (b *batch) move(ctx context.Context, id string) batchOutcome {
 		}
 	}
 	return batchOutcome{}
+}
+
+// settle finishes or undoes one machine, as its regions say it is (BatchInput.Settle). A
+// region that does not answer leaves the machine interrupted, for the next attempt.
+func (b *batch) settle(ctx context.Context, id string) batchOutcome {
+	if err := b.interruption(ctx); err != nil {
+		return batchOutcome{interrupted: true, err: err}
+	}
+	work := context.WithoutCancel(ctx)
+	mv := &machineMove{batch: b, id: id}
+	var m api.Machine
+	err := retry(work, batchCallAttempts, func(ctx context.Context) error {
+		var err error
+		_, m, err = mv.a.machine(ctx, mv.ref(mv.in.SourceRegion, id))
+		return err
+	})
+	switch {
+	case isNotFound(err):
+		return batchOutcome{err: nonRetryable(ErrTypeMachineNotFound, "machine %s not found on region %s", id, mv.in.SourceRegion)}
+	case err != nil:
+		return batchOutcome{interrupted: true, err: err}
+	case isRedirectStub(m) && m.Meta[api.MetaRedirectEndpoint] != mv.dstURL:
+		return batchOutcome{err: nonRetryable(ErrTypeAlreadyMigrated, "machine %s on %s is a stub already migrated to %s", id, mv.in.SourceRegion, m.Meta[api.MetaRedirectEndpoint]), undone: true}
+	case isRedirectStub(m):
+		return mv.finishFinalized(work)
+	case m.Meta[api.MetaMigrating] == mv.in.Migration:
+		mv.undos = []batchUndo{{"unquiesce", mv.unquiesce}, {"delete-imported-copy", mv.undoCopy}}
+		return mv.fail(work, fmt.Errorf("machine %s: %s", id, mv.in.Reason))
+	}
+	return batchOutcome{err: fmt.Errorf("machine %s was not moved: %s", id, mv.in.Reason), undone: true}
+}
+
+// finishFinalized activates the target's copy of a machine the source redirects there: past
+// the commit point the move finishes. The target refuses a copy another migration holds.
+func (mv *machineMove) finishFinalized(ctx context.Context) batchOutcome {
+	active, err := mv.activeOnTarget(ctx)
+	if err == nil && !active {
+		err = retry(ctx, batchCallAttempts, mv.activate)
+	}
+	switch {
+	case err == nil:
+		return batchOutcome{}
+	case isNonRetryable(err):
+		return batchOutcome{err: fmt.Errorf("machine %s: activate: %w", mv.id, err)}
+	}
+	return batchOutcome{interrupted: true, err: err}
 }
 
 // ErrTypeCompensationFailed is the failure type of a machine whose undo could not finish or
@@ -331,18 +406,22 @@ func (mv *machineMove) finishMoved(ctx context.Context, m api.Machine) (done, pe
 	if to != mv.dstURL {
 		return false, false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("machine %s (%s) on %s is a stub already migrated to %s", m.Name, m.Uuid, mv.in.SourceRegion, to), ErrTypeAlreadyMigrated, nil, to)
 	}
-	var active bool
-	if err := retry(ctx, batchCallAttempts, func(ctx context.Context) error {
-		var err error
-		active, err = mv.a.IsActive(ctx, mv.ref(mv.in.TargetRegion, mv.id))
-		return err
-	}); err != nil || active {
+	if active, err := mv.activeOnTarget(ctx); err != nil || active {
 		return active, false, err
 	}
 	if !mv.resumes {
 		return false, true, nil // another migration's, not activated yet: it names itself there
 	}
 	return true, false, retry(ctx, batchCallAttempts, mv.activate)
+}
+
+// activeOnTarget reports whether the machine's copy on the target is active.
+func (mv *machineMove) activeOnTarget(ctx context.Context) (active bool, err error) {
+	err = retry(ctx, batchCallAttempts, func(ctx context.Context) error {
+		active, err = mv.a.IsActive(ctx, mv.ref(mv.in.TargetRegion, mv.id))
+		return err
+	})
+	return active, err
 }
 
 func (mv *machineMove) quiesce(ctx context.Context) error {
@@ -385,6 +464,10 @@ func (mv *machineMove) fail(ctx context.Context, cause error) batchOutcome {
 		if err == nil {
 			continue
 		}
+		if mv.in.Settle && !isNonRetryable(err) {
+			// Settling never gives up: the next attempt runs the undos left.
+			return batchOutcome{interrupted: true, err: fmt.Errorf("%s: %w", u.name, err)}
+		}
 		if hasType(err, ErrLastCopy, ErrTypeMachineNotFound) {
 			if aerr := retry(ctx, batchUndoAttempts, mv.activate); aerr != nil {
 				err = fmt.Errorf("%w; the machine is on neither region as far as this batch can tell: activating its copy on %s failed too: %v", err, mv.in.TargetRegion, aerr)
@@ -411,14 +494,19 @@ func retry(ctx context.Context, attempts int, op func(context.Context) error) er
 		callCtx, cancel := context.WithTimeout(ctx, batchCallTimeout)
 		err := op(callCtx)
 		cancel()
-		var appErr *temporal.ApplicationError
-		if err == nil || i >= attempts || (errors.As(err, &appErr) && appErr.NonRetryable()) {
+		if err == nil || i >= attempts || isNonRetryable(err) {
 			return err
 		}
 		if err := backoff.Sleep(ctx, bo.Next()); err != nil {
 			return err
 		}
 	}
+}
+
+// isNonRetryable reports an error retrying cannot fix: a non-retryable application error.
+func isNonRetryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
 
 // hasType reports whether err is, or wraps, an application error of one of types.

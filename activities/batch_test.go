@@ -2,10 +2,12 @@ package activities_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/activities"
@@ -206,4 +208,178 @@ func TestMigrateBatchLeavesAnotherMigrationsCopyInactive(t *testing.T) {
 	if _, err := west.RedirectCopy(ctx, "m1", api.RedirectCopyRequest{RedirectEndpoint: "https://east.example:5240", Migration: held}); err != nil {
 		t.Errorf("redirect copy for %s: %v", held, err)
 	}
+}
+
+// quiescedByBatch holds machine id on east for the batch, as an attempt that stopped after its
+// quiesce left it.
+func quiescedByBatch(t *testing.T, east *regiontest.Region, id string) {
+	t.Helper()
+	if _, err := east.Quiesce(context.Background(), id, api.QuiesceRequest{Migration: batchMigration}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// finalizedByBatch leaves machine id as an attempt that stopped after its finalize: a stub on
+// east redirecting to west, its copy inactive on west, both held by the batch.
+func finalizedByBatch(t *testing.T, east, west *regiontest.Region, id string) {
+	t.Helper()
+	ctx := context.Background()
+	quiescedByBatch(t, east, id)
+	copiedByBatch(t, east, west, id)
+	if _, err := east.FinalizeMigrationFor(ctx, id, batchMigration, api.FinalizeRequest{RedirectEndpoint: "https://west.example:5240"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copiedByBatch imports machine id's export from east into west for the batch, inactive.
+func copiedByBatch(t *testing.T, east, west *regiontest.Region, id string) {
+	t.Helper()
+	ctx := context.Background()
+	ticket, err := west.MintTicket(ctx, api.TicketRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := east.Export(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := west.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b, Migration: batchMigration}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Settling a batch finishes what passed the commit point and undoes what the batch holds,
+// however long a region stays down: attempts that cannot reach the target fail and change
+// nothing, and the attempt after the target is back leaves every machine live on exactly one
+// region, none held. Untouched machines are reported not moved.
+func TestMigrateBatchSettleFinishesOrUndoesEveryMachine(t *testing.T) {
+	journal := &regiontest.Journal{}
+	east := regiontest.New("east", "https://east.example:5240", journal)
+	west := regiontest.New("west", "https://west.example:5240", journal)
+	for _, id := range []string{"untouched", "quiesced", "copied", "finalized"} {
+		east.Put(batchMachine(id, "name-"+id))
+	}
+	quiescedByBatch(t, east, "quiesced")
+	quiescedByBatch(t, east, "copied")
+	copiedByBatch(t, east, west, "copied")
+	finalizedByBatch(t, east, west, "finalized")
+	in := activities.BatchInput{SourceRegion: "east", TargetRegion: "west", Migration: batchMigration,
+		Machines: []string{"untouched", "quiesced", "copied", "finalized"}, Settle: true, Reason: "the batch's attempts ran out: west unreachable"}
+
+	var suite testsuite.WorkflowTestSuite
+	west.Fail("Info", 503, -1)
+	for attempt := range 3 {
+		down := suite.NewTestActivityEnvironment()
+		down.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+		if _, err := down.ExecuteActivity(a.MigrateBatch, in); err == nil || isNonRetryable(err) {
+			t.Fatalf("settle attempt %d with west down: %v, want a retryable error", attempt, err)
+		}
+	}
+	if m, _ := west.Machine("finalized"); m.Runnable {
+		t.Fatalf("a settle attempt with west down changed west: %+v", m)
+	}
+	west.Fail("Info", 0, 0)
+	// West answers again but refuses its first two activations: the attempt that meets them
+	// leaves the finalized machine for the next one.
+	west.Fail("Activate", 503, 5)
+	var res activities.BatchResult
+	for attempt := 0; ; attempt++ {
+		env := suite.NewTestActivityEnvironment()
+		env.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
+		v, err := env.ExecuteActivity(a.MigrateBatch, in)
+		if err == nil {
+			if err := v.Get(&res); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if isNonRetryable(err) || attempt > 3 {
+			t.Fatalf("settle attempt %d: %v", attempt, err)
+		}
+	}
+	if !slices.Equal(res.Moved, []string{"finalized"}) || len(res.PerMachine) != 0 {
+		t.Errorf("moved %v, per-machine %v; want the finalized machine moved", res.Moved, res.PerMachine)
+	}
+	var failed []string
+	for _, f := range res.Failed {
+		failed = append(failed, f.Machine)
+		if !f.Undone || !strings.Contains(f.Error, "west unreachable") {
+			t.Errorf("failure %+v: want undone, saying why the batch settled", f)
+		}
+	}
+	if !slices.Equal(failed, []string{"untouched", "quiesced", "copied"}) {
+		t.Errorf("failed %v, want the three machines not finalized", failed)
+	}
+	if m, ok := west.Machine("finalized"); !ok || !m.Runnable {
+		t.Errorf("finalized machine on west: %+v (found %v), want it live there", m, ok)
+	}
+	for _, id := range failed {
+		src, _ := east.Machine(id)
+		if _, ok := west.Machine(id); ok || !src.Runnable || src.Meta[api.MetaMigrating] != "" {
+			t.Errorf("%s: on west %v, on east %+v; want live on east only, not held", id, ok, src)
+		}
+	}
+}
+
+// An attempt whose own time ran out (the server gives its machines to the next attempt)
+// leaves each machine at its next step boundary, as a stopping worker does: undoing them
+// would undo the next attempt's work. A cancel the workflow asked for undoes them.
+func TestMigrateBatchAttemptThatTimesOutUndoesNothing(t *testing.T) {
+	// The causes the SDK gives the activity's context: a StartToClose or heartbeat timeout,
+	// and a cancel the workflow asked for.
+	for _, tc := range []struct {
+		name     string
+		cause    error
+		wantHeld bool
+	}{
+		{"timed out", context.DeadlineExceeded, true},
+		{"cancelled", temporal.NewCanceledError(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			journal := &regiontest.Journal{}
+			east := regiontest.New("east", "https://east.example:5240", journal)
+			west := regiontest.New("west", "https://west.example:5240", journal)
+			east.Put(batchMachine("m1", "one"))
+			acts := &activities.Activities{Regions: regiontest.Resolver(t, east, west)}
+			in := activities.BatchInput{SourceRegion: "east", TargetRegion: "west", Migration: batchMigration, Machines: []string{"m1"}}
+			held, release := east.Hold("Quiesce")
+			ctx, end := context.WithCancelCause(context.Background())
+			type result struct {
+				res activities.BatchResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := acts.MigrateBatch(ctx, in)
+				done <- result{res, err}
+			}()
+			<-held
+			end(tc.cause) // the attempt ends while its quiesce is in flight
+			release()
+			got := <-done
+			m, _ := east.Machine("m1")
+			if held := m.Meta[api.MetaMigrating] == batchMigration; held != tc.wantHeld {
+				t.Fatalf("after the attempt (%+v, %v): m1 held by the batch %v, want %v; calls %v", got.res, got.err, held, tc.wantHeld, journal.Calls())
+			}
+			if !tc.wantHeld {
+				if got.err != nil || len(got.res.Failed) != 1 || !got.res.Failed[0].Undone {
+					t.Errorf("cancelled attempt: %+v, %v; want m1 failed and undone", got.res, got.err)
+				}
+				return
+			}
+			if got.err == nil || isNonRetryable(got.err) {
+				t.Fatalf("timed-out attempt: %+v, %v; want a retryable error", got.res, got.err)
+			}
+			res, err := acts.MigrateBatch(context.Background(), in)
+			if err != nil || !slices.Equal(res.Moved, []string{"m1"}) {
+				t.Errorf("the next attempt: %+v, %v; want m1 moved", res, err)
+			}
+		})
+	}
+}
+
+// isNonRetryable reports an error a retry cannot fix.
+func isNonRetryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
