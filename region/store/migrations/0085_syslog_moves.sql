@@ -6,4 +6,3 @@
 ALTER TABLE syslog ADD COLUMN origin uuid NOT NULL DEFAULT gen_random_uuid();
 ALTER TABLE syslog ADD COLUMN import_ticket text;
 CREATE UNIQUE INDEX syslog_machine_origin ON syslog (machine, origin);
-CREATE INDEX syslog_import_ticket ON syslog (import_ticket) WHERE import_ticket IS NOT NULL;
