@@ -190,12 +190,19 @@ func TestMovedSyslogIsBounded(t *testing.T) {
 	if _, err := src.s.DB().Exec(ctx, `DELETE FROM syslog WHERE id NOT IN (SELECT min(id) FROM syslog UNION SELECT max(id) FROM syslog)`); err != nil {
 		t.Fatal(err)
 	}
+	// A raw Hostname that escaped is longer than an import accepts stays behind.
+	if _, err := src.s.DB().Exec(ctx, `INSERT INTO syslog (machine, received, doc)
+		VALUES ($1, now(), jsonb_build_object('Addr', '10.0.0.7', 'MAC', $2::text, 'Received', now(), 'Facility', 1, 'Severity', 6,
+			'Hostname', repeat(E'\x1b', 100), 'Text', 'too long escaped'))`, id, birdy.HardwareAddrs[0]); err != nil {
+		t.Fatal(err)
+	}
 	good, err := src.s.Export(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(good.Syslog) != 2 || good.Syslog[0].Text != `raw \x1b[31m` {
-		t.Fatalf("export of a raw row: %+v; want it escaped", good.Syslog)
+	if len(good.Syslog) != 2 || good.Syslog[0].Text != `raw \x1b[31m` || good.Syslog[1].Text != strings.Repeat("x", syslogmsg.MaxText) {
+		t.Fatalf("export of a raw row, a long row and a row too long escaped: %d messages, the first %q; want the first escaped, the last left behind",
+			len(good.Syslog), good.Syslog[0].Text)
 	}
 
 	dst := seedDestination(t)
