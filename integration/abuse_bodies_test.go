@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/region/api"
+	regionclient "github.com/ironflow/ironflow/region/client"
 )
 
 // abuseBodies checks what a request body may name: a principal, another rack's or machine's
@@ -89,6 +91,9 @@ func abuseBodies(t *testing.T, s *abuseStack) {
 	})
 	t.Run("rack syslog for another rack's machine is not stored", func(t *testing.T) {
 		abuseForeignSyslog(t, s)
+	})
+	t.Run("an import's syslog is bounded and files nothing under another machine", func(t *testing.T) {
+		abuseImportedSyslog(t, s)
 	})
 	t.Run("enlistment does not change a declared machine's MACs or reservation", func(t *testing.T) {
 		abuseEnlistTakeover(t, s)
@@ -176,6 +181,65 @@ func abuseForeignSyslog(t *testing.T, s *abuseStack) {
 	posted := s.call(t, otherRack, "POST", "/api/v1/racks/"+s.rackB.Uuid+"/syslog", msg(abuseAddr(abuseRackBNet, 50), "forged by rack b"))
 	if texts := logsOfA(); slices.Contains(texts, "forged by rack b") || !slices.Contains(texts, "from rack a") {
 		t.Errorf("machine A's syslog after rack B posted for it (%d %s): %q", posted.code, posted.body, texts)
+	}
+}
+
+// abuseImportedSyslog: the holder of a migrate ticket imports a machine whose syslog names
+// machine A, and one with more messages than move with a machine: both are refused whole (the
+// ticket is not even spent) and machine A's log is unchanged; the same machine with its own
+// bounded syslog is imported with it, so the refusals are not vacuous.
+func abuseImportedSyslog(t *testing.T, s *abuseStack) {
+	ctx := context.Background()
+	ticket, err := s.admin.MintTicket(ctx, api.TicketRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logsOf := func(machine string) []api.SyslogMessage {
+		ms, err := s.admin.MachineLogs(ctx, machine, url.Values{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	before := mustJSON(t, logsOf(s.machineA.Uuid))
+	imported := api.Machine{Uuid: newUUID(), Name: "imported-with-syslog", HardwareAddrs: []string{"52:54:00:5e:10:01"}}
+	line := func(origin, machine, text string) api.MovedSyslogMessage {
+		return api.MovedSyslogMessage{Origin: origin, Stored: time.Now(), SyslogMessage: api.SyslogMessage{Machine: machine, Addr: "10.200.0.5",
+			MAC: imported.HardwareAddrs[0], Received: time.Now(), Severity: 6, Text: text}}
+	}
+	flood := make([]api.MovedSyslogMessage, api.MaxMovedSyslog+1)
+	for i := range flood {
+		flood[i] = line(newUUID(), "", "flood")
+	}
+	migration := "migrate-machine/" + imported.Uuid
+	for _, c := range []struct {
+		name   string
+		syslog []api.MovedSyslogMessage
+	}{
+		{"a line of machine A", []api.MovedSyslogMessage{line(newUUID(), s.machineA.Uuid, "planted under machine a")}},
+		{"too many lines", flood},
+	} {
+		_, err := s.admin.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Migration: migration, Bundle: api.Bundle{Machine: imported, Syslog: c.syslog}})
+		var apiErr *regionclient.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnprocessableEntity {
+			t.Errorf("import with %s: %v, want 422", c.name, err)
+		}
+		if _, err := s.admin.Machines().Get(ctx, imported.Uuid); err == nil {
+			t.Errorf("the import with %s created its machine", c.name)
+		}
+	}
+	if after := mustJSON(t, logsOf(s.machineA.Uuid)); !bytes.Equal(after, before) {
+		t.Errorf("machine A's syslog changed by refused imports:\n%s\nwas\n%s", after, before)
+	}
+	if _, err := s.admin.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Migration: migration,
+		Bundle: api.Bundle{Machine: imported, Syslog: []api.MovedSyslogMessage{line(newUUID(), "", "its own line")}}}); err != nil {
+		t.Fatalf("import with its own syslog: %v", err)
+	}
+	if got := logsOf(imported.Uuid); len(got) != 1 || got[0].Text != "its own line" {
+		t.Errorf("syslog of the imported machine: %+v", got)
+	}
+	if err := s.admin.DeleteForMigration(ctx, imported.Uuid, migration); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -111,6 +111,11 @@ func TestTransferRackKeepsDHCPServing(t *testing.T) {
 		got, err := relay.DORA(mac)
 		return got == reserved, err
 	})
+	// The machine's syslog before the transfer is on region-b after it, and the rack's new lines follow.
+	sys := &rackSyslog{t: t, from: reserved, rack: rack.Syslog, uuid: dhcpClient.Uuid}
+	sys.attributed(a)
+	sys.stored(a, "before the transfer")
+	syslogBefore := syslogLines(t, s, "region-a", dhcpClient.Uuid)
 
 	stop := make(chan struct{})
 	loop := startDORALoop(relay, mac, reserved, 100*time.Millisecond, stop)
@@ -151,6 +156,10 @@ func TestTransferRackKeepsDHCPServing(t *testing.T) {
 	for _, m := range machines {
 		assertActiveOnExactlyOne(ctx, t, s, m.Uuid, "region-b")
 	}
+	sameSyslog(t, "machines logs of "+dhcpClient.Name+" on region-b after the transfer", syslogLines(t, s, "region-b", dhcpClient.Uuid), syslogBefore)
+	sys.stored(b, "after the transfer")
+	afterLine := syslogLines(t, s, "region-b", dhcpClient.Uuid)
+	sameSyslog(t, "machines logs of "+dhcpClient.Name+" on region-b after a new line", afterLine, append(slices.Clone(syslogBefore), afterLine[len(afterLine)-1]))
 	moved, err := b.Racks().Get(ctx, rack.Uuid)
 	if err != nil {
 		t.Fatalf("rack-a on region-b: %v", err)

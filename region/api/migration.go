@@ -42,6 +42,26 @@ type Bundle struct {
 	Jobs     []Job             `json:"Jobs"`
 	JobLogs  map[string]string `json:"JobLogs"` // job UUID -> log text
 	Profiles []Profile         `json:"Profiles"`
+	// Syslog is the machine's newest syslog messages, oldest first: at most MaxMovedSyslog
+	// messages and MaxMovedSyslogBytes bytes of their fields (SyslogMessage.Size).
+	Syslog []MovedSyslogMessage `json:"Syslog,omitempty"`
+}
+
+// The syslog that moves with a machine is its newest messages within both bounds; older ones
+// stay on the source until its retention drops them. An import carrying more is refused.
+const (
+	MaxMovedSyslog      = 10000
+	MaxMovedSyslogBytes = 4 << 20
+)
+
+// MovedSyslogMessage is a syslog message moving with its machine. Origin is the identity the
+// message got on the region that first stored it and keeps on every region it moves to, so a
+// region stores it once for the machine however often it is imported; Stored is when that
+// region stored it, from which every region's retention counts its age.
+type MovedSyslogMessage struct {
+	Origin string    `json:"Origin"`
+	Stored time.Time `json:"Stored"`
+	SyslogMessage
 }
 
 // QuiesceRequest names the migration that holds the machine.

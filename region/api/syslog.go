@@ -38,6 +38,11 @@ type SyslogMessage struct {
 	Text     string    `json:"Text"`
 }
 
+// Size is the bytes of a message's free-text fields, which MaxMovedSyslogBytes counts.
+func (m SyslogMessage) Size() int {
+	return len(m.Hostname) + len(m.App) + len(m.ProcID) + len(m.MsgID) + len(m.Text)
+}
+
 // SyslogSyncResult says how many messages of a batch the region stored and which it
 // refused. A refused message is refused for good: the rack drops it and counts it.
 type SyslogSyncResult struct {

@@ -63,7 +63,7 @@ func holder(ctx context.Context, q querier, m *api.Machine) (string, error) {
 }
 
 // refuseHeldDelete is the machines' beforeDelete: it refuses a held machine unless ctx acts
-// for its migration, and closes the tickets that imported the machine it lets go.
+// for its migration, and undoes the imports of the machine it lets go that did not complete.
 func refuseHeldDelete(ctx context.Context, tx pgx.Tx, _ Principal, m *api.Machine, _ bool) error {
 	held, err := holder(ctx, tx, m)
 	if err != nil {
@@ -75,7 +75,7 @@ func refuseHeldDelete(ctx context.Context, tx pgx.Tx, _ Principal, m *api.Machin
 			"(ironflow machines delete %s --migration %s)",
 			m.Name, m.Uuid, held, held, m.Uuid, held)
 	}
-	return closeTickets(ctx, tx, m.Uuid)
+	return undoImport(ctx, tx, m.Uuid)
 }
 
 // closeTickets ends the import of machine: the tickets that imported it import nothing again.

@@ -262,7 +262,8 @@ func (s *Store) Unquiesce(ctx context.Context, by Principal, key string) (api.Ma
 }
 
 // Export returns what moves with the machine at key: the machine as it was before quiesce,
-// its jobs with their logs, and the profiles it uses, directly or through other profiles.
+// its jobs with their logs, the profiles it uses, directly or through other profiles, and
+// its newest syslog messages (syslog_moves.go).
 func (s *Store) Export(ctx context.Context, key string) (api.Bundle, error) {
 	var b api.Bundle
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
@@ -302,7 +303,11 @@ func (s *Store) Export(ctx context.Context, key string) (api.Bundle, error) {
 		if err != nil {
 			return err
 		}
-		b = api.Bundle{Machine: *m, Jobs: js, JobLogs: logs, Profiles: profs}
+		sys, err := movedSyslog(ctx, tx, m.Uuid)
+		if err != nil {
+			return err
+		}
+		b = api.Bundle{Machine: *m, Jobs: js, JobLogs: logs, Profiles: profs, Syslog: sys}
 		return nil
 	})
 	if err != nil {
@@ -349,7 +354,8 @@ func usedProfiles(ctx context.Context, q querier, names []string) ([]api.Profile
 
 // Import stores a bundle exported by another region, in one transaction: it spends the
 // ticket, creates the profiles this region lacks (its own win on a name clash) and the pool,
-// and inserts the machine inactive (Runnable and Available false) with its jobs and logs.
+// and inserts the machine inactive (Runnable and Available false) with its jobs and logs,
+// and the syslog messages of the bundle it does not hold for the machine yet.
 // endpoint is this region's public URL, which the copy of the machine's current job records
 // as Meta.redirect-endpoint, as in the seed.
 //
@@ -364,6 +370,10 @@ func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endp
 		return api.Machine{}, err
 	}
 	m, js, logs, err := importedObjects(b, endpoint)
+	if err != nil {
+		return api.Machine{}, err
+	}
+	sys, err := importedSyslog(b.Syslog, m.Uuid)
 	if err != nil {
 		return api.Machine{}, err
 	}
@@ -403,8 +413,13 @@ func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endp
 				return err
 			}
 		}
+		syslogStored, err := insertMovedSyslog(ctx, tx, m.Uuid, ticket.ID, sys)
+		if err != nil {
+			return err
+		}
 		return recordEvent(ctx, tx, by, "import", api.KindMachines, m.Uuid,
-			map[string]any{"Ticket": ticket.ID, "Jobs": len(js), "ProfilesCreated": created, "Migration": ticket.Migration, "StartedBy": ticket.StartedBy})
+			map[string]any{"Ticket": ticket.ID, "Jobs": len(js), "ProfilesCreated": created, "Migration": ticket.Migration, "StartedBy": ticket.StartedBy,
+				"Syslog": syslogStored})
 	})
 	if err != nil {
 		return api.Machine{}, err

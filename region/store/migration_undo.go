@@ -57,8 +57,9 @@ func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint st
 		if err := redirectJobs(ctx, tx, by, js, endpoint, archiveAll); err != nil {
 			return nil, err
 		}
-		// The import is undone, as when its copy is deleted: its ticket imports nothing again.
-		if err := closeTickets(ctx, tx, m.Uuid); err != nil {
+		// The import is undone, as when its copy is deleted: its ticket imports nothing again,
+		// and the syslog it added goes (the source holds it).
+		if err := undoImport(ctx, tx, m.Uuid); err != nil {
 			return nil, err
 		}
 		return stored, recordEvent(ctx, tx, by, "redirect-copy", api.KindMachines, m.Uuid, map[string]any{"RedirectEndpoint": endpoint})
