@@ -54,9 +54,8 @@ func TestBulkMigrateOnDevServer(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(res.Succeeded)
 	want := []workflows.MachineSkip{{Machine: uuids[2], Reason: "skipped (already migrating, workflow ID " + workflows.MigrateMachineID(uuids[2]) + ")"}}
-	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids[:2]) || len(res.Failed) != 0 || !slices.Equal(res.Skipped, want) {
+	if res.Total != 3 || res.Migrated != 2 || len(res.Failed) != 0 || !slices.Equal(res.Skipped, want) {
 		t.Errorf("result %+v, want %v migrated and %+v skipped", res, uuids[:2], want)
 	}
 	for _, u := range uuids[:2] {
@@ -113,7 +112,7 @@ func TestBulkMigrateOnDevServerContinuesAsNew(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids) || len(res.Failed) != 0 {
+	if res.Total != 3 || res.Migrated != 3 || len(res.Failed) != 0 {
 		t.Errorf("result %+v, want %v migrated in order", res, uuids)
 	}
 	for _, u := range uuids {
