@@ -128,7 +128,7 @@ type BulkProgress struct {
 	Failed         int
 	Running        int
 	FailedMachines []MachineFailure // the first maxBulkSample
-	Skipped        int // being migrated by another migration
+	Skipped        int              // being migrated by another migration
 	// Paused and Window are the operator's controls (ControlState): Window is how many
 	// machines run at once from the next start on (0: the default).
 	Paused bool `json:",omitempty"`
