@@ -81,6 +81,8 @@ type bulkEnv struct {
 	// batch answers MigrateBatch; nil leaves every machine to the per-machine path.
 	batch   func(activities.BatchInput) activities.BatchResult
 	batches int
+	// paged, when not nil, sees each SelectMachinesPage call and its answer.
+	paged func(activities.SelectPageInput, activities.SelectPage)
 }
 
 func newBulkEnv(t *testing.T, selected []string, children *fakeChildren) *bulkEnv {
@@ -103,7 +105,11 @@ func newBulkEnv(t *testing.T, selected []string, children *fakeChildren) *bulkEn
 		if in.Region != "east" || in.Selector.Pool != "gold" {
 			return activities.SelectPage{}, fmt.Errorf("unexpected selection %+v", in)
 		}
-		return selectedPage(selected, in)
+		page, err := selectedPage(selected, in)
+		if b.paged != nil {
+			b.paged(in, page)
+		}
+		return page, err
 	})
 	return b
 }
