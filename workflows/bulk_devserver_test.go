@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
@@ -153,4 +155,60 @@ func startBulkWorker(t *testing.T, c client.Client, names, uuids []string, chang
 	}
 	t.Cleanup(w.Stop)
 	return east, west
+}
+
+// On the bounded path (bulkBoundedChange) three named machines, two per run, take two runs
+// that each select their own page of names; the second starts from the first's cursor, with
+// counts and no list of machines. With -record both histories are written, so the replay
+// covers the paged selection, its continue-as-new and the run that continues.
+func TestBulkMigrateOnDevServerPagesAcrossRuns(t *testing.T) {
+	c := devServer(t)
+	names := []string{"paged-c", "paged-a", "paged-b"}
+	uuids := []string{"4f6f8eaf-0000-4000-8000-00000000000c", "4f6f8eaf-0000-4000-8000-00000000000a", "4f6f8eaf-0000-4000-8000-00000000000b"}
+	_, west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Names: names}, Window: 1, MachinesPerRun: 2}
+	run, err := c.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("paged"), workflows.BulkMigrate, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRunID := run.GetRunID()
+	var res workflows.BulkMigrateResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Total != 3 || res.Migrated != 3 || res.FailedCount != 0 || len(res.Succeeded) != 0 {
+		t.Errorf("result %+v, want 3 of 3 counted migrated and no machine listed", res)
+	}
+	for _, u := range uuids {
+		if _, ok := west.Machine(u); !ok {
+			t.Errorf("machine %s not on west", u)
+		}
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := c.GetWorkflow(ctx, run.GetID(), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	if last.GetRunID() == firstRunID {
+		t.Fatal("the bulk migration did not continue as new")
+	}
+	it := c.GetWorkflowHistory(ctx, last.GetID(), last.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	start, err := it.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var continued workflows.BulkMigrateInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(start.GetWorkflowExecutionStartedEventAttributes().GetInput(), &continued); err != nil {
+		t.Fatal(err)
+	}
+	if k := continued.Continuation; k == nil || k.After != "paged-b" || len(k.Remaining) != 0 || k.Done.Migrated != 2 || k.Done.Total != 3 {
+		t.Errorf("continued with %+v, want the cursor after paged-b and 2 of 3 migrated", continued.Continuation)
+	}
+	if *record {
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), firstRunID), filepath.Join(bulkBatchedHistoryDir, "bounded_bulk_continued_as_new_history.json"))
+		writeHistory(ctx, t, c, last, filepath.Join(bulkBatchedHistoryDir, "bounded_bulk_continuation_history.json"))
+	}
 }
