@@ -30,7 +30,7 @@ func BulkFailures(ctx context.Context, tc client.Client, id string) ([]workflows
 		return nil, err
 	}
 	query := fmt.Sprintf("ParentWorkflowId = '%s' AND StartTime >= '%s' AND ExecutionStatus != 'Running'", id, start.UTC().Format(time.RFC3339Nano))
-	var failures []workflows.MachineFailure
+	failures := []workflows.MachineFailure{}
 	var token []byte
 	for {
 		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
