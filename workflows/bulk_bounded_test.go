@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -143,4 +145,71 @@ func TestBulkMigrateStateStaysBoundedAt60000Machines(t *testing.T) {
 			t.Errorf("no %s measured", what)
 		}
 	}
+}
+
+// A name of the selection that no machine has any more when its page is read counts as a
+// failure of its own, named, and takes its place in the run.
+func TestBulkMigrateCountsANameGoneAsFailed(t *testing.T) {
+	machines := machineUUIDs(2)
+	selected := []string{machines[0], "missing:gone", machines[1]}
+	in := bulkInput(1)
+	in.MachinesPerRun = 2
+	var res workflows.BulkMigrateResult
+	var started []string
+	for run := 0; ; run++ {
+		children := &fakeChildren{duration: oneMinute}
+		var err error
+		res, err = newBulkEnv(t, selected, children).run(in)
+		started = append(started, children.started...)
+		var can *workflow.ContinueAsNewError
+		if !errors.As(err, &can) {
+			if err != nil || run != 1 {
+				t.Fatalf("run %d ended with %v, want the second to succeed", run, err)
+			}
+			break
+		}
+		in = workflows.BulkMigrateInput{}
+		if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	equal(t, "children started", started, []string{workflows.MigrateMachineID(machines[0]), workflows.MigrateMachineID(machines[1])})
+	want := []workflows.MachineFailure{{Machine: "gone", Error: "no machine named gone on region east any more"}}
+	if res.Total != 3 || res.Migrated != 2 || res.FailedCount != 1 {
+		t.Errorf("result %+v, want 2 of 3 migrated, 1 failed", res)
+	}
+	equal(t, "failed", res.Failed, want)
+}
+
+// A run continuing a run recorded before bulkBoundedChange takes over its list of machines
+// left (no selection) and its lists of outcomes as counts, keeping the first failures only;
+// the runs after it carry the rest of that list the same way.
+func TestBulkMigrateContinuesARunThatListedEveryMachine(t *testing.T) {
+	machines := machineUUIDs(3)
+	var earlier []workflows.MachineFailure
+	for i := range 150 {
+		earlier = append(earlier, workflows.MachineFailure{Machine: fmt.Sprintf("f-%03d", i), Error: "refused"})
+	}
+	in := bulkInput(1)
+	in.MachinesPerRun = 2
+	in.Continuation = &workflows.BulkContinuation{Remaining: machines, Done: workflows.BulkMigrateResult{Total: 154, Succeeded: []string{"s-0"}, Failed: earlier}}
+	children := &fakeChildren{duration: oneMinute}
+	b := newBulkEnv(t, nil, children)
+	_, err := b.run(in)
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("got %v, want continue-as-new", err)
+	}
+	var next workflows.BulkMigrateInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	c := next.Continuation
+	if b.selects != 0 || c == nil || !slices.Equal(c.Remaining, machines[2:]) || c.After != "" {
+		t.Fatalf("%d selections, continued with %+v; want none and the last machine left", b.selects, c)
+	}
+	if d := c.Done; d.Total != 154 || d.Migrated != 3 || d.FailedCount != 150 || len(d.Succeeded) != 0 || !slices.Equal(d.Failed, earlier[:100]) {
+		t.Errorf("carried %d migrated (%d listed), %d failed (%d listed) of %d; want 3 and 150 counted, the first 100 failures listed", d.Migrated, len(d.Succeeded), d.FailedCount, len(d.Failed), d.Total)
+	}
+	equal(t, "children started", children.started, []string{workflows.MigrateMachineID(machines[0]), workflows.MigrateMachineID(machines[1])})
 }

@@ -90,7 +90,7 @@ type BulkContinuation struct {
 
 // BulkMigrateResult counts what happened to the selected machines and names the first
 // failed and skipped ones. Every machine's outcome is in the result of its child: its batch
-// (MigrateMachineBatchID) or its MigrateMachine (BulkFailures lists them).
+// (MigrateMachineBatchID) or its MigrateMachine (moves.BulkFailures lists them).
 type BulkMigrateResult struct {
 	Total int
 	// Migrated, FailedCount and SkippedCount count the machines of every run; a result of a

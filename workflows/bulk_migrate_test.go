@@ -115,7 +115,8 @@ func newBulkEnv(t *testing.T, selected []string, children *fakeChildren) *bulkEn
 }
 
 // selectedPage is the page of selected in asks for; its cursor is the index of the next
-// machine, so a selection may list a machine twice.
+// machine, so a selection may list a machine twice. An entry "missing:<name>" is a name no
+// machine has.
 func selectedPage(selected []string, in activities.SelectPageInput) (activities.SelectPage, error) {
 	from := 0
 	if in.After != "" {
@@ -127,8 +128,15 @@ func selectedPage(selected []string, in activities.SelectPageInput) (activities.
 	if in.Limit < 1 || in.Limit > activities.MaxSelectPage {
 		return activities.SelectPage{}, fmt.Errorf("page limit %d", in.Limit)
 	}
-	page := activities.SelectPage{Machines: selected[from:min(len(selected), from+in.Limit)], Left: len(selected) - from}
-	page.Last = strconv.Itoa(from + len(page.Machines))
+	taken := selected[from:min(len(selected), from+in.Limit)]
+	page := activities.SelectPage{Left: len(selected) - from, Last: strconv.Itoa(from + len(taken))}
+	for _, m := range taken {
+		if name, ok := strings.CutPrefix(m, "missing:"); ok {
+			page.NotFound = append(page.NotFound, name)
+		} else {
+			page.Machines = append(page.Machines, m)
+		}
+	}
 	return page, nil
 }
 
