@@ -174,3 +174,71 @@ func grantOf(wantType string) string {
 	}
 	return "bulk-grant"
 }
+
+// A selection read a page at a time: pool pages in UUID order after the cursor, as the region
+// lists them at each page (a machine migrated meanwhile is a stub and not listed again);
+// names pages in name order, the first checking every name, a later one reporting a name no
+// machine has any more; only the first page verifies the grant.
+func TestSelectMachinesPage(t *testing.T) {
+	region := &listRegion{machines: []api.Machine{
+		{Uuid: "u-4", Name: "d", Pool: "gold"},
+		{Uuid: "u-1", Name: "c", Pool: "gold"},
+		{Uuid: "u-3", Name: "a", Pool: "gold"},
+		{Uuid: "u-2", Name: "b", Pool: "silver"},
+		{Uuid: "u-5", Name: "e", Pool: "gold"},
+	}}
+	regions, err := activities.NewRegions(map[string]activities.RegionConfig{"east": {URL: region.serve(t), Token: "t"}}, activities.DialClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Regions: regions})
+	page := func(sel activities.Selector, grant, after string, limit int) (activities.SelectPage, error) {
+		t.Helper()
+		in := activities.SelectPageInput{SelectInput: activities.SelectInput{Region: "east", Selector: sel, TargetRegion: "west", Grant: grant}, After: after, Limit: limit}
+		v, err := env.ExecuteActivity(a.SelectMachinesPage, in)
+		var p activities.SelectPage
+		if err == nil {
+			err = v.Get(&p)
+		}
+		return p, err
+	}
+	check := func(what string, got activities.SelectPage, err error, want activities.SelectPage) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !slices.Equal(got.Machines, want.Machines) || !slices.Equal(got.NotFound, want.NotFound) || got.Last != want.Last || got.Left != want.Left {
+			t.Errorf("%s: got %+v, want %+v", what, got, want)
+		}
+	}
+	gold := activities.Selector{Pool: "gold"}
+	p, err := page(gold, "bulk-grant", "", 2)
+	check("first pool page", p, err, activities.SelectPage{Machines: []string{"u-1", "u-3"}, Last: "u-3", Left: 4})
+	region.machines[0].Meta = map[string]string{api.MetaRedirectEndpoint: "https://west.example:5240"} // u-4 migrated meanwhile
+	p, err = page(gold, "", p.Last, 2)
+	check("second pool page, without a grant", p, err, activities.SelectPage{Machines: []string{"u-5"}, Last: "u-5", Left: 1})
+	p, err = page(gold, "", p.Last, 2)
+	check("after the last", p, err, activities.SelectPage{Left: 0})
+
+	names := activities.Selector{Names: []string{"e", "a", "c", "a"}}
+	p, err = page(names, "bulk-grant", "", 2)
+	check("first names page", p, err, activities.SelectPage{Machines: []string{"u-3", "u-1"}, Last: "c", Left: 3})
+	region.machines = slices.DeleteFunc(region.machines, func(m api.Machine) bool { return m.Name == "e" })
+	p, err = page(names, "", p.Last, 2)
+	check("second names page, e deleted meanwhile", p, err, activities.SelectPage{NotFound: []string{"e"}, Last: "e", Left: 1})
+
+	var appErr *temporal.ApplicationError
+	if _, err := page(activities.Selector{Names: []string{"a", "zz"}}, "bulk-grant", "", 1); !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeMachineNotFound {
+		t.Errorf("first page naming a missing machine: got %v, want %s", err, activities.ErrTypeMachineNotFound)
+	}
+	if _, err := page(gold, "", "", 2); !errors.As(err, &appErr) || appErr.Type() != activities.ErrGrantRefused {
+		t.Errorf("first page without a grant: got %v, want %s", err, activities.ErrGrantRefused)
+	}
+	for _, limit := range []int{0, activities.MaxSelectPage + 1} {
+		if _, err := page(gold, "bulk-grant", "", limit); !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeInvalidSelector || !appErr.NonRetryable() {
+			t.Errorf("limit %d: got %v, want a non-retryable %s", limit, err, activities.ErrTypeInvalidSelector)
+		}
+	}
+}

@@ -111,8 +111,8 @@ func TestBulkMigrateControlsAcrossContinueAsNew(t *testing.T) {
 	if err := s.Client.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Succeeded) != len(machines) || len(res.Failed) != 0 {
-		t.Errorf("result: %d succeeded, failed %+v; want all %d", len(res.Succeeded), res.Failed, len(machines))
+	if res.Migrated != len(machines) || len(res.Failed) != 0 {
+		t.Errorf("result: %d succeeded, failed %+v; want all %d", res.Migrated, res.Failed, len(machines))
 	}
 	for _, m := range machines {
 		assertActiveOnExactlyOne(ctx, t, s, m.Uuid, "region-b")

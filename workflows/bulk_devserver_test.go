@@ -3,12 +3,16 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
@@ -16,6 +20,7 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/workflows/moves"
 )
 
 // bulkHistoryDir holds the recorded BulkMigrate histories; a directory of its own, as the
@@ -54,9 +59,8 @@ func TestBulkMigrateOnDevServer(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(res.Succeeded)
 	want := []workflows.MachineSkip{{Machine: uuids[2], Reason: "skipped (already migrating, workflow ID " + workflows.MigrateMachineID(uuids[2]) + ")"}}
-	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids[:2]) || len(res.Failed) != 0 || !slices.Equal(res.Skipped, want) {
+	if res.Total != 3 || res.Migrated != 2 || len(res.Failed) != 0 || !slices.Equal(res.Skipped, want) {
 		t.Errorf("result %+v, want %v migrated and %+v skipped", res, uuids[:2], want)
 	}
 	for _, u := range uuids[:2] {
@@ -113,7 +117,7 @@ func TestBulkMigrateOnDevServerContinuesAsNew(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Total != 3 || !slices.Equal(res.Succeeded, uuids) || len(res.Failed) != 0 {
+	if res.Total != 3 || res.Migrated != 3 || len(res.Failed) != 0 {
 		t.Errorf("result %+v, want %v migrated in order", res, uuids)
 	}
 	for _, u := range uuids {
@@ -154,4 +158,70 @@ func startBulkWorker(t *testing.T, c client.Client, names, uuids []string, chang
 	}
 	t.Cleanup(w.Stop)
 	return east, west
+}
+
+// On the bounded path (bulkBoundedChange) three named machines, two per run, take two runs
+// that each select their own page of names; the second starts from the first's cursor, with
+// counts and no list of machines. The first machine's import is refused: the result names it,
+// and so does moves.BulkFailures from the batch that tried it. With -record both histories
+// are written, so the replay covers the paged selection, its continue-as-new and the run that
+// continues.
+func TestBulkMigrateOnDevServerPagesAcrossRuns(t *testing.T) {
+	c := devServer(t)
+	names := []string{"paged-c", "paged-a", "paged-b"}
+	uuids := []string{"4f6f8eaf-0000-4000-8000-00000000000c", "4f6f8eaf-0000-4000-8000-00000000000a", "4f6f8eaf-0000-4000-8000-00000000000b"}
+	_, west := startBulkWorker(t, c, names, uuids, func(*api.Machine) {})
+	west.Fail("Import", http.StatusUnprocessableEntity, 1) // paged-a's, the first name's
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Names: names}, Window: 1, MachinesPerRun: 2}
+	run, err := c.ExecuteWorkflow(ctx, workflows.BulkMigrateStartOptions("paged"), workflows.BulkMigrate, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRunID := run.GetRunID()
+	var res workflows.BulkMigrateResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Total != 3 || res.Migrated != 2 || res.FailedCount != 1 || len(res.Succeeded) != 0 || len(res.Failed) != 1 || res.Failed[0].Machine != uuids[1] {
+		t.Errorf("result %+v, want 2 of 3 counted migrated, %s failed and no machine listed", res, uuids[1])
+	}
+	failures, err := moves.BulkFailures(ctx, c, run.GetID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failures) != 1 || failures[0].Machine != uuids[1] || !strings.Contains(failures[0].Error, "422") {
+		t.Errorf("BulkFailures: %+v, want %s refused by the import", failures, uuids[1])
+	}
+	for _, u := range []string{uuids[0], uuids[2]} {
+		if _, ok := west.Machine(u); !ok {
+			t.Errorf("machine %s not on west", u)
+		}
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := c.GetWorkflow(ctx, run.GetID(), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	if last.GetRunID() == firstRunID {
+		t.Fatal("the bulk migration did not continue as new")
+	}
+	it := c.GetWorkflowHistory(ctx, last.GetID(), last.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	start, err := it.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var continued workflows.BulkMigrateInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(start.GetWorkflowExecutionStartedEventAttributes().GetInput(), &continued); err != nil {
+		t.Fatal(err)
+	}
+	if k := continued.Continuation; k == nil || k.After != "paged-b" || len(k.Remaining) != 0 || k.Done.Migrated != 1 || k.Done.FailedCount != 1 || k.Done.Total != 3 {
+		t.Errorf("continued with %+v, want the cursor after paged-b, 1 of 3 migrated and 1 failed", continued.Continuation)
+	}
+	if *record {
+		writeHistory(ctx, t, c, c.GetWorkflow(ctx, run.GetID(), firstRunID), filepath.Join(bulkBatchedHistoryDir, "bounded_bulk_continued_as_new_history.json"))
+		writeHistory(ctx, t, c, last, filepath.Join(bulkBatchedHistoryDir, "bounded_bulk_continuation_history.json"))
+	}
 }

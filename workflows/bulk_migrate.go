@@ -27,6 +27,18 @@ const DefaultBulkMachinesPerRun = 500
 // the continue-as-new input and the result.
 const maxFailureMessage = 500
 
+// bulkBoundedChange is the GetVersion change ID of BulkMigrate's bounded state: a run takes
+// its machines a page at a time after the selection's cursor (SelectMachinesPage) and carries
+// counts, at most maxBulkSample failures and skips, and the cursor across continue-as-new, so
+// every payload stays bounded whatever the number of machines. Runs recorded before it select
+// every machine at once and carry every UUID and failure.
+const bulkBoundedChange = "bulk-bounded-state"
+
+// maxBulkSample bounds the failures and the skips a bulk run keeps in its progress,
+// continuation and result (the first ones, each message at most maxFailureMessage bytes):
+// some 60 KB. Every machine's outcome stays in the result of the child that moved it.
+const maxBulkSample = 100
+
 // BulkMigrateID is the workflow ID of the bulk migration called name. A Temporal Schedule
 // appends the scheduled time to it for each run it starts.
 func BulkMigrateID(name string) string { return "bulk-migrate/" + name }
@@ -64,24 +76,46 @@ type BulkMigrateInput struct {
 
 // BulkContinuation carries a bulk migration across continue-as-new.
 type BulkContinuation struct {
-	Remaining []string // machine UUIDs not started yet, in order
+	// After is the selection's cursor (activities.SelectPage.Last) after the machines the
+	// earlier runs took: the next run selects the machines after it.
+	After string `json:",omitempty"`
+	// Remaining are machine UUIDs not started yet, in order, as runs recorded before
+	// bulkBoundedChange carry them; the runs after them carry the rest the same way.
+	Remaining []string `json:",omitempty"`
 	Done      BulkMigrateResult
 	// Paused is an operator's pause (PauseUpdate) the next run keeps; the window an
 	// operator set (SetWindowUpdate) is the next run's Window.
 	Paused bool `json:",omitempty"`
 }
 
-// BulkMigrateResult lists what happened to each selected machine, by UUID.
+// BulkMigrateResult counts what happened to the selected machines and names the first
+// failed and skipped ones. Every machine's outcome is in the result of its child: its batch
+// (MigrateMachineBatchID) or its MigrateMachine (moves.BulkFailures lists them).
 type BulkMigrateResult struct {
-	Total     int
-	Succeeded []string
-	Failed    []MachineFailure
-	Skipped   []MachineSkip `json:",omitempty"` // being migrated by another migration
+	Total int
+	// Migrated, FailedCount and SkippedCount count the machines of every run; a result of a
+	// run recorded before bulkBoundedChange may leave them 0 and list every machine (Counts
+	// reads both).
+	Migrated     int `json:",omitempty"`
+	FailedCount  int `json:",omitempty"`
+	SkippedCount int `json:",omitempty"`
+	// Succeeded lists the machines migrated by runs recorded before bulkBoundedChange only.
+	Succeeded []string `json:",omitempty"`
+	// Failed and Skipped (being migrated by another migration) are the first maxBulkSample
+	// (every one before bulkBoundedChange).
+	Failed  []MachineFailure
+	Skipped []MachineSkip `json:",omitempty"`
+}
+
+// Counts are how many machines migrated, failed and were skipped, from the counts or, in a
+// result recorded before they were kept, the lists.
+func (r BulkMigrateResult) Counts() (migrated, failed, skipped int) {
+	return max(r.Migrated, len(r.Succeeded)), max(r.FailedCount, len(r.Failed)), max(r.SkippedCount, len(r.Skipped))
 }
 
 // MachineFailure is a machine whose migration failed, and why.
 type MachineFailure struct {
-	Machine string // UUID
+	Machine string // UUID; the name, for a machine of a Names selector that no longer exists
 	Error   string
 }
 
@@ -93,8 +127,8 @@ type BulkProgress struct {
 	Done           int
 	Failed         int
 	Running        int
-	FailedMachines []MachineFailure
-	Skipped        int // being migrated by another migration
+	FailedMachines []MachineFailure // the first maxBulkSample
+	Skipped        int              // being migrated by another migration
 	// Paused and Window are the operator's controls (ControlState): Window is how many
 	// machines run at once from the next start on (0: the default).
 	Paused bool `json:",omitempty"`
@@ -127,21 +161,20 @@ func BulkMigrate(ctx workflow.Context, in BulkMigrateInput) (BulkMigrateResult, 
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SourceRegionKey.ValueSet(in.SourceRegion), TargetRegionKey.ValueSet(in.TargetRegion)); err != nil {
 		return BulkMigrateResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}
-	machines, err := b.machines(ctx)
+	b.bounded = workflow.GetVersion(ctx, bulkBoundedChange, workflow.DefaultVersion, 1) >= 1
+	thisRun, more, err := b.thisRun(ctx)
 	if err != nil {
 		return BulkMigrateResult{}, err
 	}
-	n := min(len(machines), in.machinesPerRun())
-	thisRun, rest := machines[:n], machines[n:]
 	b.migrate(ctx, thisRun)
 	b.ctl.finish(ctx)
 	if ctx.Err() != nil {
 		return b.result, ctx.Err()
 	}
-	if len(rest) > 0 {
+	if more {
 		next := in
 		next.Window = b.ctl.windowOr(in.Window)
-		next.Continuation = &BulkContinuation{Remaining: rest, Done: b.result, Paused: b.ctl.state.Paused}
+		next.Continuation = &BulkContinuation{After: b.after, Remaining: b.remaining, Done: b.result, Paused: b.ctl.state.Paused}
 		return BulkMigrateResult{}, workflow.NewContinueAsNewError(ctx, BulkMigrate, next)
 	}
 	return b.result, nil
@@ -195,22 +228,119 @@ type bulkMigration struct {
 	result  BulkMigrateResult
 	running int
 	ctl     moveControls
+	// bounded: the run keeps at most maxBulkSample failures and skips and selects a page
+	// at a time (bulkBoundedChange).
+	bounded bool
+	// after is the selection's cursor after this run's machines; remaining the machines
+	// listed up front and left to later runs (runs before bulkBoundedChange, and those after
+	// them).
+	after     string
+	remaining []string
 }
 
-// machines returns the machines left to migrate: the continuation's, or those the selector
-// chooses on the source region.
-func (b *bulkMigration) machines(ctx workflow.Context) ([]string, error) {
+// thisRun returns the machines this run migrates, at most MachinesPerRun, and whether more
+// are left to later runs.
+func (b *bulkMigration) thisRun(ctx workflow.Context) ([]string, bool, error) {
+	perRun := b.in.machinesPerRun()
+	c := b.in.Continuation
+	if c != nil {
+		b.resume(c)
+	}
+	if b.bounded && (c == nil || len(c.Remaining) == 0) {
+		return b.selectPages(ctx, perRun)
+	}
+	machines, err := b.listed(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	n := min(len(machines), perRun)
+	b.remaining = machines[n:]
+	return machines[:n], len(b.remaining) > 0, nil
+}
+
+// resume takes over what the earlier runs did, counted, and bounded when this run is.
+func (b *bulkMigration) resume(c *BulkContinuation) {
+	b.result, b.after = c.Done, c.After
+	b.result.Migrated, b.result.FailedCount, b.result.SkippedCount = b.result.Counts()
+	if b.bounded {
+		b.result.Succeeded = nil
+		b.result.Failed = b.result.Failed[:min(len(b.result.Failed), maxBulkSample)]
+		b.result.Skipped = b.result.Skipped[:min(len(b.result.Skipped), maxBulkSample)]
+	}
+}
+
+// listed returns the machines listed up front: the continuation's, or, in a run recorded
+// before bulkBoundedChange, every machine the selector chooses on the source region.
+func (b *bulkMigration) listed(ctx workflow.Context) ([]string, error) {
 	if c := b.in.Continuation; c != nil {
-		b.result = c.Done
 		return c.Remaining, nil
 	}
 	var machines []string
-	sel := activities.SelectInput{Region: b.in.SourceRegion, Selector: b.in.Selector, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
-	if err := call(ctx, regionCallOptions, acts.SelectMachines, sel, &machines); err != nil {
+	if err := call(ctx, regionCallOptions, acts.SelectMachines, b.selection(), &machines); err != nil {
 		return nil, err
 	}
 	b.result.Total = len(machines)
 	return machines, nil
+}
+
+// selectPages returns up to limit machines of the selection after the cursor, a page of at
+// most activities.MaxSelectPage at a time, and whether the selection has more after them.
+// Names the selection gives that no machine has any more count as failed. Total is what the
+// earlier runs counted and what the selection has left.
+func (b *bulkMigration) selectPages(ctx workflow.Context, limit int) ([]string, bool, error) {
+	counted := b.result.Migrated + b.result.FailedCount + b.result.SkippedCount
+	var machines []string
+	for taken := 0; ; {
+		in := activities.SelectPageInput{SelectInput: b.selection(), After: b.after, Limit: min(activities.MaxSelectPage, limit-taken)}
+		var page activities.SelectPage
+		if err := call(ctx, regionCallOptions, acts.SelectMachinesPage, in, &page); err != nil {
+			return nil, false, err
+		}
+		if taken == 0 {
+			b.result.Total = counted + page.Left
+		}
+		for _, name := range page.NotFound {
+			b.failed(MachineFailure{Machine: name, Error: fmt.Sprintf("no machine named %s on region %s any more", name, b.in.SourceRegion)})
+		}
+		machines = append(machines, page.Machines...)
+		n := len(page.Machines) + len(page.NotFound)
+		taken += n
+		if n == 0 || n == page.Left {
+			return machines, false, nil
+		}
+		b.after = page.Last
+		if taken == limit {
+			return machines, true, nil
+		}
+	}
+}
+
+// selection is the source region's selection of the machines, with the grant.
+func (b *bulkMigration) selection() activities.SelectInput {
+	return activities.SelectInput{Region: b.in.SourceRegion, Selector: b.in.Selector, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant}
+}
+
+// succeeded, failed and skipped record a machine's outcome: counted, and listed while the
+// run keeps them (Succeeded only before bulkBoundedChange).
+func (b *bulkMigration) succeeded(machine string) {
+	b.result.Migrated++
+	if !b.bounded {
+		b.result.Succeeded = append(b.result.Succeeded, machine)
+	}
+}
+
+func (b *bulkMigration) failed(f MachineFailure) {
+	b.result.FailedCount++
+	if !b.bounded || len(b.result.Failed) < maxBulkSample {
+		b.result.Failed = append(b.result.Failed, f)
+	}
+}
+
+func (b *bulkMigration) skipped(s MachineSkip) {
+	b.result.SkippedCount++
+	if !b.bounded || len(b.result.Skipped) < maxBulkSample {
+		b.result.Skipped = append(b.result.Skipped, s)
+	}
 }
 
 // migrate runs a MigrateMachine child per machine, starting the next one whenever one ends,
@@ -229,14 +359,14 @@ func (b *bulkMigration) migrate(ctx workflow.Context, machines []string) {
 		b.running--
 		err := f.Get(ctx, nil)
 		if skip, ok := skippedChild(machine, err); ok {
-			b.result.Skipped = append(b.result.Skipped, skip)
+			b.skipped(skip)
 			return
 		}
 		if err != nil {
-			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: machine, Error: failureOf(machine, err)})
+			b.failed(MachineFailure{Machine: machine, Error: failureOf(machine, err)})
 			return
 		}
-		b.result.Succeeded = append(b.result.Succeeded, machine)
+		b.succeeded(machine)
 	})
 }
 
@@ -246,9 +376,11 @@ func (b *bulkMigration) migrateBatches(ctx workflow.Context, machines []string) 
 	var perMachine []string
 	in := MigrateMachineBatchInput{SourceRegion: b.in.SourceRegion, TargetRegion: b.in.TargetRegion, Grant: b.in.Grant, MoveRun: moveRunOf(ctx)}
 	runBatches(ctx, workflow.GetInfo(ctx).WorkflowExecution.ID, in, machines, batchSize(b.in.MachinesPerBatch), &b.ctl, b.in.Window, nil, &b.running, func(res activities.BatchResult) {
-		b.result.Succeeded = append(b.result.Succeeded, res.Moved...)
+		for _, m := range res.Moved {
+			b.succeeded(m)
+		}
 		for _, f := range res.Failed {
-			b.result.Failed = append(b.result.Failed, MachineFailure{Machine: f.Machine, Error: truncated(f.Error)})
+			b.failed(MachineFailure{Machine: f.Machine, Error: truncated(f.Error)})
 		}
 		perMachine = append(perMachine, res.PerMachine...)
 	})
@@ -336,11 +468,11 @@ func truncated(msg string) string {
 func (b *bulkMigration) query() (BulkProgress, error) {
 	return BulkProgress{
 		Total:          b.result.Total,
-		Done:           len(b.result.Succeeded),
-		Failed:         len(b.result.Failed),
+		Done:           b.result.Migrated,
+		Failed:         b.result.FailedCount,
 		Running:        b.running,
-		FailedMachines: append([]MachineFailure(nil), b.result.Failed...),
-		Skipped:        len(b.result.Skipped),
+		FailedMachines: append([]MachineFailure(nil), b.result.Failed[:min(len(b.result.Failed), maxBulkSample)]...),
+		Skipped:        b.result.SkippedCount,
 		Paused:         b.ctl.state.Paused,
 		Window:         b.ctl.current().Window,
 	}, nil

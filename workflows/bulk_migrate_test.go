@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -70,8 +71,8 @@ func (c *fakeChildren) migrate(ctx workflow.Context, in workflows.MigrateMachine
 	return workflows.MigrateMachineResult{MachineUuid: in.Machine}, nil
 }
 
-// bulkEnv is a test environment running BulkMigrate over fake children; SelectMachines
-// answers selected.
+// bulkEnv is a test environment running BulkMigrate over fake children; SelectMachinesPage
+// answers selected a page at a time (selectedPage).
 type bulkEnv struct {
 	t        *testing.T
 	env      *testsuite.TestWorkflowEnvironment
@@ -80,6 +81,8 @@ type bulkEnv struct {
 	// batch answers MigrateBatch; nil leaves every machine to the per-machine path.
 	batch   func(activities.BatchInput) activities.BatchResult
 	batches int
+	// paged, when not nil, sees each SelectMachinesPage call and its answer.
+	paged func(activities.SelectPageInput, activities.SelectPage)
 }
 
 func newBulkEnv(t *testing.T, selected []string, children *fakeChildren) *bulkEnv {
@@ -97,14 +100,52 @@ func newBulkEnv(t *testing.T, selected []string, children *fakeChildren) *bulkEn
 		}
 		return b.batch(in), nil
 	})
-	b.env.OnActivity(a.SelectMachines, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SelectInput) ([]string, error) {
+	b.env.OnActivity(a.SelectMachinesPage, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SelectPageInput) (activities.SelectPage, error) {
 		b.selects++
 		if in.Region != "east" || in.Selector.Pool != "gold" {
-			return nil, fmt.Errorf("unexpected selection %+v", in)
+			return activities.SelectPage{}, fmt.Errorf("unexpected selection %+v", in)
 		}
-		return selected, nil
+		page, err := selectedPage(selected, in)
+		if b.paged != nil {
+			b.paged(in, page)
+		}
+		return page, err
 	})
 	return b
+}
+
+// selectedPage is the page of selected in asks for; its cursor is the index of the next
+// machine, so a selection may list a machine twice. An entry "missing:<name>" is a name no
+// machine has.
+func selectedPage(selected []string, in activities.SelectPageInput) (activities.SelectPage, error) {
+	from := 0
+	if in.After != "" {
+		var err error
+		if from, err = strconv.Atoi(in.After); err != nil {
+			return activities.SelectPage{}, err
+		}
+	}
+	if in.Limit < 1 || in.Limit > activities.MaxSelectPage {
+		return activities.SelectPage{}, fmt.Errorf("page limit %d", in.Limit)
+	}
+	taken := selected[from:min(len(selected), from+in.Limit)]
+	page := activities.SelectPage{Left: len(selected) - from, Last: strconv.Itoa(from + len(taken))}
+	for _, m := range taken {
+		if name, ok := strings.CutPrefix(m, "missing:"); ok {
+			page.NotFound = append(page.NotFound, name)
+		} else {
+			page.Machines = append(page.Machines, m)
+		}
+	}
+	return page, nil
+}
+
+// migrated fails the test unless res counts want machines migrated.
+func migrated(t *testing.T, res workflows.BulkMigrateResult, want int) {
+	t.Helper()
+	if got, _, _ := res.Counts(); got != want {
+		t.Errorf("%d machines migrated, want %d (result %+v)", got, want, res)
+	}
 }
 
 func (b *bulkEnv) run(in workflows.BulkMigrateInput) (workflows.BulkMigrateResult, error) {
@@ -183,7 +224,7 @@ func TestBulkMigrateSlidingWindow(t *testing.T) {
 			// Children run on their own goroutines in the test environment: the order in
 			// which they start to run is not the order the workflow started them in.
 			equal(t, "children started", slices.Sorted(slices.Values(children.started)), want)
-			equal(t, "succeeded", slices.Sorted(slices.Values(res.Succeeded)), machines)
+			migrated(t, res, len(machines))
 			if res.Total != tt.machines || len(res.Failed) != 0 {
 				t.Errorf("result %+v", res)
 			}
@@ -227,7 +268,7 @@ func TestBulkMigrateIsolatesFailures(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a bulk migration with failed machines must succeed, got %v", err)
 	}
-	equal(t, "succeeded", slices.Sorted(slices.Values(res.Succeeded)), []string{machines[0], machines[2], machines[3], machines[5]})
+	migrated(t, res, 4)
 	slices.SortFunc(res.Failed, func(x, y workflows.MachineFailure) int { return strings.Compare(x.Machine, y.Machine) })
 	want := []workflows.MachineFailure{
 		{Machine: machines[1], Error: "machine " + machines[1] + " refused by the target"},
@@ -252,7 +293,7 @@ func TestBulkMigrateSkipsMachineAlreadyMigrating(t *testing.T) {
 	want := []workflows.MachineSkip{{Machine: machines[0], Reason: "skipped (already migrating, workflow ID migrate-machine/" + machines[0] + ")"}}
 	equal(t, "skipped", res.Skipped, want)
 	equal(t, "failed", res.Failed, nil)
-	equal(t, "succeeded", slices.Sorted(slices.Values(res.Succeeded)), machines)
+	migrated(t, res, len(machines))
 	if p := b.progress(); p.Skipped != 1 || p.Failed != 0 {
 		t.Errorf("progress %+v", p)
 	}
@@ -314,13 +355,14 @@ func TestBulkMigrateSelectingNothingSucceeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Total != 0 || len(res.Succeeded) != 0 || len(res.Failed) != 0 || len(children.started) != 0 || b.selects != 1 {
+	if res.Total != 0 || res.Migrated != 0 || len(res.Failed) != 0 || len(children.started) != 0 || b.selects != 1 {
 		t.Errorf("result %+v, children %v, selects %d", res, children.started, b.selects)
 	}
 }
 
 // With 3 machines per run, 7 machines take three runs: the first two continue as new with
-// the machines left and what was done, the last returns the whole result.
+// the selection's cursor and what was done, the last returns the whole result. Each run
+// selects its own page.
 func TestBulkMigrateContinuesAsNew(t *testing.T) {
 	machines := machineUUIDs(7)
 	failing := map[string]bool{machines[1]: true}
@@ -334,8 +376,8 @@ func TestBulkMigrateContinuesAsNew(t *testing.T) {
 		var err error
 		res, err = b.run(in)
 		started = append(started, slices.Sorted(slices.Values(children.started))...)
-		if wantSelects := map[bool]int{true: 1, false: 0}[run == 0]; b.selects != wantSelects {
-			t.Errorf("run %d selected %d times, want %d", run, b.selects, wantSelects)
+		if b.selects != 1 {
+			t.Errorf("run %d selected %d times, want once", run, b.selects)
 		}
 		if wantRemaining == 0 {
 			if err != nil {
@@ -351,7 +393,7 @@ func TestBulkMigrateContinuesAsNew(t *testing.T) {
 		if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
 			t.Fatal(err)
 		}
-		if c := in.Continuation; c == nil || !slices.Equal(c.Remaining, machines[len(machines)-wantRemaining:]) || c.Done.Total != 7 {
+		if c := in.Continuation; c == nil || c.After != strconv.Itoa(len(machines)-wantRemaining) || len(c.Remaining) != 0 || c.Done.Total != 7 {
 			t.Fatalf("run %d continued with %+v", run, in.Continuation)
 		}
 		if in.SourceRegion != "east" || in.Window != 2 || in.Selector.Pool != "gold" || in.MachinesPerRun != 3 {
@@ -363,7 +405,7 @@ func TestBulkMigrateContinuesAsNew(t *testing.T) {
 		want[i] = workflows.MigrateMachineID(m)
 	}
 	equal(t, "children started over all runs", started, want)
-	if res.Total != 7 || len(res.Succeeded) != 6 || len(res.Failed) != 1 || res.Failed[0].Machine != machines[1] {
+	if res.Total != 7 || res.Migrated != 6 || res.FailedCount != 1 || len(res.Failed) != 1 || res.Failed[0].Machine != machines[1] {
 		t.Errorf("final result %+v", res)
 	}
 }

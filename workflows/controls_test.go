@@ -87,7 +87,7 @@ func TestBulkMigratePauseStopsStartsUntilResumed(t *testing.T) {
 	if startedWhilePaused != 2 || during.Done != 2 || during.Running != 0 || !during.Paused {
 		t.Errorf("while paused: %d started, progress %+v", startedWhilePaused, during)
 	}
-	if len(res.Succeeded) != len(machines) || len(children.started) != len(machines) {
+	if res.Migrated != len(machines) || len(children.started) != len(machines) {
 		t.Errorf("after the resume: result %+v, %d started", res, len(children.started))
 	}
 	if p := b.progress(); p.Paused {
@@ -208,7 +208,7 @@ func TestBulkMigrateCarriesControlsAcrossContinueAsNew(t *testing.T) {
 	if startedWhilePaused != 0 || !during.Paused || during.Window != 3 {
 		t.Errorf("continued run while paused: %d started, progress %+v", startedWhilePaused, during)
 	}
-	if resumed.rejected != nil || children.maxRunning != 3 || len(res.Succeeded) != 6 {
+	if resumed.rejected != nil || children.maxRunning != 3 || res.Migrated != 6 {
 		t.Errorf("after the resume: %+v, %d at once, result %+v", resumed, children.maxRunning, res)
 	}
 }

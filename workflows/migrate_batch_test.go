@@ -117,8 +117,8 @@ func TestBulkMigrateBatchedPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.batches != 3 || len(res.Succeeded) != 119 || !slices.Equal(res.Failed, []workflows.MachineFailure{{Machine: machines[3], Error: "refused"}}) {
-		t.Errorf("%d batches, result: %d succeeded, failed %+v; want 3 batches, 119 moved, %s refused", b.batches, len(res.Succeeded), res.Failed, machines[3])
+	if b.batches != 3 || res.Migrated != 119 || !slices.Equal(res.Failed, []workflows.MachineFailure{{Machine: machines[3], Error: "refused"}}) {
+		t.Errorf("%d batches, result: %d succeeded, failed %+v; want 3 batches, 119 moved, %s refused", b.batches, res.Migrated, res.Failed, machines[3])
 	}
 	equal(t, "per-machine children", children.started, []string{workflows.MigrateMachineID(machines[60])})
 	if p := b.progress(); p.Done != 119 || p.Failed != 1 || p.Running != 0 {

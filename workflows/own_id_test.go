@@ -41,7 +41,7 @@ func TestBulkMigrateRefusesAnotherWorkflowID(t *testing.T) {
 	machines := machineUUIDs(3)
 	in := workflows.BulkMigrateInput{SourceRegion: "east", TargetRegion: "west", Selector: activities.Selector{Pool: "gold"}}
 	continued := in
-	continued.Continuation = &workflows.BulkContinuation{Remaining: machines}
+	continued.Continuation = &workflows.BulkContinuation{After: machines[0]}
 	for what, in := range map[string]workflows.BulkMigrateInput{"first run": in, "continuation": continued} {
 		children := &fakeChildren{duration: oneMinute}
 		b := newBulkEnv(t, machines, children)

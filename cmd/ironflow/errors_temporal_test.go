@@ -171,7 +171,7 @@ func TestShowRendersABulkRun(t *testing.T) {
 	code, out, stderr := ironflow(t, "", "migrations", "show", id)
 	d := decode[bulkDetail](t, out)
 	if code != 0 || d.WorkflowID != id || d.Status != "completed" || d.Input == nil || d.Input.Selector.Pool != s.pool ||
-		d.Result == nil || d.Result.Total != 2 || len(d.Result.Succeeded) != 2 {
+		d.Result == nil || d.Result.Total != 2 || d.Result.Migrated != 2 {
 		t.Errorf("show %s: exit %d, %+v, %s", id, code, d, stderr)
 	}
 	code, out, _ = ironflow(t, "", "migrations", "show", id, "-o", "table")

@@ -59,7 +59,7 @@ cancel them, pause, resume and resize (window) a running bulk migration or rack 
 bulk migrations, and manage bulk migration schedules.`,
 	}
 	addTemporalFlags(c)
-	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsCancelCommand(), newMigrationsCompensationCommand())
+	c.AddCommand(newMigrationsListCommand(), newMigrationsShowCommand(), newMigrationsFailuresCommand(), newMigrationsCancelCommand(), newMigrationsCompensationCommand())
 	c.AddCommand(newBulkMigrationCommands()...)
 	c.AddCommand(newMigrationsControlCommands()...)
 	return c

@@ -83,7 +83,7 @@ func TestMigrationsPauseWindowResume(t *testing.T) {
 	if err := s.tc.GetWorkflow(context.Background(), id, "").Get(context.Background(), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Succeeded) != 3 {
+	if res.Migrated != 3 {
 		t.Errorf("result %+v", res)
 	}
 	want := []string{"pause by op on region-a", "resume by op on region-a", "pause by op on region-a", "set-window 3 by op on region-a", "resume by op on region-a"}

@@ -40,13 +40,13 @@ func newMigrationsShowCommand() *cobra.Command {
 			}
 			switch r.Type {
 			case moves.Bulk.Type():
-				return showRun(cmd, tc, moves.Bulk, r, bulkDetailColumns)
+				return showRun(cmd, tc, moves.Bulk, r, bulkDetailColumns, showBulkFailures)
 			case moves.Transfer.Type():
-				return showRun(cmd, tc, moves.Transfer, r, transferDetailColumns)
+				return showRun(cmd, tc, moves.Transfer, r, transferDetailColumns, nil)
 			case moves.Batch.Type():
-				return showRun(cmd, tc, moves.Batch, r, batchDetailColumns)
+				return showRun(cmd, tc, moves.Batch, r, batchDetailColumns, nil)
 			}
-			return showRun(cmd, tc, moves.Migration, r, migrationDetailColumns)
+			return showRun(cmd, tc, moves.Migration, r, migrationDetailColumns, nil)
 		},
 	}
 }
@@ -81,9 +81,10 @@ func runID(cmd *cobra.Command, arg string) (string, error) {
 	return workflows.MigrateMachineID(m.Uuid), nil
 }
 
-// showRun renders the detail of r, a run of kind k; a running one whose progress cannot be
-// queried (no worker) is still shown, with a warning on stderr.
-func showRun[In, Prog, Res any](cmd *cobra.Command, tc *temporalClient, k moves.Kind[In, Prog, Res], r moves.Run, cols []column[moves.Detail[In, Prog, Res]]) error {
+// showRun renders the detail of r, a run of kind k, then what more (when not nil) adds; a
+// running one whose progress cannot be queried (no worker) is still shown, with a warning on
+// stderr.
+func showRun[In, Prog, Res any](cmd *cobra.Command, tc *temporalClient, k moves.Kind[In, Prog, Res], r moves.Run, cols []column[moves.Detail[In, Prog, Res]], more func(*cobra.Command, moves.Detail[In, Prog, Res]) error) error {
 	d, unanswered, err := k.Show(cmd.Context(), tc, tc.dc, r)
 	if err != nil {
 		return err
@@ -91,7 +92,32 @@ func showRun[In, Prog, Res any](cmd *cobra.Command, tc *temporalClient, k moves.
 	if unanswered != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", unanswered)
 	}
-	return render(cmd, d, []moves.Detail[In, Prog, Res]{d}, cols)
+	if err := render(cmd, d, []moves.Detail[In, Prog, Res]{d}, cols); err != nil || more == nil {
+		return err
+	}
+	return more(cmd, d)
+}
+
+// showBulkFailures follows a bulk run's table with the failures its progress or result
+// names (the first ones), and says on stderr how to list them all when it names only some.
+func showBulkFailures(cmd *cobra.Command, d bulkDetail) error {
+	var failures []workflows.MachineFailure
+	var failed int
+	switch {
+	case d.Progress != nil:
+		failures, failed = d.Progress.FailedMachines, d.Progress.Failed
+	case d.Result != nil:
+		_, failed, _ = d.Result.Counts()
+		failures = d.Result.Failed
+	}
+	if failed > len(failures) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%d machines failed; the first %d are named here, `ironflow migrations failures %s` lists them all\n", failed, len(failures), d.WorkflowID)
+	}
+	if len(failures) == 0 || outputFormat(cmd.Flags().Lookup(flagOutput).Value.String()) != formatTable {
+		return nil
+	}
+	fmt.Fprintln(cmd.OutOrStdout())
+	return writeTable(cmd.OutOrStdout(), failureRows(failures), bulkResultColumns)
 }
 
 // runColumns are the columns every kind of run shows, then its own.

@@ -148,8 +148,8 @@ The regions are checked with the workers before anything starts.`,
 			if err := render(cmd, res, res.rows(), bulkResultColumns); err != nil {
 				return err
 			}
-			if len(res.Failed) > 0 {
-				return fmt.Errorf("%d of %d machines failed to migrate", len(res.Failed), res.Total)
+			if _, failed, _ := res.Counts(); failed > 0 {
+				return fmt.Errorf("%d of %d machines failed to migrate%s", failed, res.Total, moreFailures(res.BulkMigrateResult, run.GetID()))
 			}
 			if res.Total == 0 && !allowEmpty {
 				return fmt.Errorf("no machine matched the selector %s in region %s (--allow-empty accepts an empty selection)", in.Selector, in.SourceRegion)
@@ -164,7 +164,8 @@ The regions are checked with the workers before anything starts.`,
 	return c
 }
 
-// bulkResult is a BulkMigrateResult with a table form: one row per machine.
+// bulkResult is a BulkMigrateResult with a table form: one row per machine it lists (the
+// first failures; every machine migrated, in a result recorded before only counts were kept).
 type bulkResult struct{ workflows.BulkMigrateResult }
 
 type bulkRow struct{ machine, status, err string }
@@ -174,7 +175,13 @@ func (r bulkResult) rows() []bulkRow {
 	for _, m := range r.Succeeded {
 		rows = append(rows, bulkRow{m, "migrated", ""})
 	}
-	for _, f := range r.Failed {
+	return append(rows, failureRows(r.Failed)...)
+}
+
+// failureRows are the table rows of failed machines.
+func failureRows(failures []workflows.MachineFailure) []bulkRow {
+	rows := make([]bulkRow, 0, len(failures))
+	for _, f := range failures {
 		rows = append(rows, bulkRow{f.Machine, "failed", f.Error})
 	}
 	return rows
@@ -203,7 +210,18 @@ func bulkResultLine(r workflows.BulkMigrateResult) string {
 	if r.Total == 0 {
 		return "nothing matched the selector"
 	}
-	return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped", len(r.Succeeded), r.Total, len(r.Failed), len(r.Skipped))
+	migrated, failed, skipped := r.Counts()
+	return fmt.Sprintf("%d/%d migrated, %d failed, %d skipped", migrated, r.Total, failed, skipped)
+}
+
+// moreFailures tells how to list the failures a bulk run's result does not name, "" when it
+// names them all.
+func moreFailures(r workflows.BulkMigrateResult, id string) string {
+	_, failed, _ := r.Counts()
+	if failed <= len(r.Failed) {
+		return ""
+	}
+	return fmt.Sprintf(" (the result names the first %d; `ironflow migrations failures %s` lists all %d)", len(r.Failed), id, failed)
 }
 
 // bulkProgressLine is a running bulk migration's counts.

@@ -35,7 +35,8 @@ var bulkNS struct {
 	err  error
 }
 
-// fakeSelector stands in for activities.Activities.SelectMachines: pools of machine UUIDs.
+// fakeSelector stands in for activities.Activities.SelectMachines and SelectMachinesPage:
+// pools of machine UUIDs.
 type fakeSelector struct {
 	mu    sync.Mutex
 	pools map[string][]string
@@ -48,6 +49,23 @@ func (s *fakeSelector) SelectMachines(_ context.Context, in activities.SelectInp
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("unexpected selection %+v", in), activities.ErrTypeInvalidSelector, nil)
 	}
 	return slices.Sorted(slices.Values(s.pools[in.Selector.Pool])), nil
+}
+
+func (s *fakeSelector) SelectMachinesPage(ctx context.Context, in activities.SelectPageInput) (activities.SelectPage, error) {
+	pool, err := s.SelectMachines(ctx, in.SelectInput)
+	if err != nil {
+		return activities.SelectPage{}, err
+	}
+	from, found := slices.BinarySearch(pool, in.After)
+	if found {
+		from++
+	}
+	left := pool[from:]
+	page := activities.SelectPage{Machines: left[:min(len(left), in.Limit)], Left: len(left)}
+	if len(page.Machines) > 0 {
+		page.Last = page.Machines[len(page.Machines)-1]
+	}
+	return page, nil
 }
 
 // bulkSetup is a worker in bulkNamespace, a client of it, and a pool of machines: known
@@ -188,10 +206,18 @@ func TestBulkCommandMigratesAPool(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	res := decode[workflows.BulkMigrateResult](t, out)
-	slices.Sort(res.Succeeded)
 	wantFailed := []workflows.MachineFailure{{Machine: s.unknown[0], Error: "machine " + s.unknown[0] + " not found on region region-a"}}
-	if res.Total != 4 || !slices.Equal(res.Succeeded, slices.Sorted(slices.Values(s.known))) || !slices.Equal(res.Failed, wantFailed) {
+	if res.Total != 4 || res.Migrated != 3 || !slices.Equal(res.Failed, wantFailed) {
 		t.Errorf("result %+v, want %v migrated and %+v", res, s.known, wantFailed)
+	}
+	id := workflows.BulkMigrateID(name)
+	code, out, stderr = ironflow(t, "", "migrations", "failures", id)
+	if got := decode[[]workflows.MachineFailure](t, out); code != 0 || !slices.Equal(got, wantFailed) {
+		t.Errorf("failures: exit %d, %+v (stderr %q), want %+v", code, got, stderr, wantFailed)
+	}
+	code, out, stderr = ironflow(t, "", "migrations", "show", id, "-o", "table")
+	if code != 0 || !strings.Contains(out, "3/4 migrated, 1 failed, 0 skipped") || !strings.Contains(out, s.unknown[0]+"  failed") {
+		t.Errorf("show: exit %d, stdout %q, stderr %q; want the counts and the failed machine's row", code, out, stderr)
 	}
 
 	code, _, stderr = ironflow(t, "", "migrations", "bulk", "--name", name, "--from", "region-a", "--to", "region-b", "--pool", s.pool)
@@ -334,7 +360,7 @@ func TestScheduleLifecycle(t *testing.T) {
 	if err := s.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &res); err != nil {
 		t.Fatalf("triggered bulk migration: %v", err)
 	}
-	if res.Total != 2 || !slices.Equal(slices.Sorted(slices.Values(res.Succeeded)), slices.Sorted(slices.Values(s.known))) || len(res.Failed) != 0 {
+	if res.Total != 2 || res.Migrated != len(s.known) || len(res.Failed) != 0 {
 		t.Errorf("triggered bulk migration result %+v, want %v migrated", res, s.known)
 	}
 

@@ -307,13 +307,15 @@ func (b *bench) measure(ctx context.Context, move string, n int, start func(cont
 		return r, fmt.Errorf("start %s: %w", move, err)
 	}
 	var failed []string
+	failedCount := 0
 	switch move {
 	case "transfer":
 		var res workflows.TransferRackResult
 		err = run.Get(ctx, &res)
 	case "bulk":
 		var res workflows.BulkMigrateResult
-		if err = run.Get(ctx, &res); err == nil && len(res.Failed) > 0 {
+		if err = run.Get(ctx, &res); err == nil {
+			_, failedCount, _ = res.Counts()
 			for _, f := range res.Failed {
 				failed = append(failed, f.Machine+": "+f.Error)
 			}
@@ -324,8 +326,8 @@ func (b *bench) measure(ctx context.Context, move string, n int, start func(cont
 	if err != nil {
 		return r, fmt.Errorf("%s failed: %w", move, err)
 	}
-	if len(failed) > 0 {
-		return r, fmt.Errorf("%s: %d machines failed: %s", move, len(failed), strings.Join(failed[:min(len(failed), 5)], "; "))
+	if failedCount > 0 {
+		return r, fmt.Errorf("%s: %d machines failed: %s", move, failedCount, strings.Join(failed[:min(len(failed), 5)], "; "))
 	}
 	after, err := b.sample(ctx)
 	if err != nil {

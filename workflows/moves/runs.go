@@ -239,11 +239,7 @@ func runOf(info *workflowpb.WorkflowExecutionInfo) Run {
 		*field = keyword(attrs[key.GetName()])
 	}
 	if r.Type == Batch.Type() {
-		var machines []string
-		if p := attrs[workflows.MachineUuidsKey.GetName()]; p != nil {
-			_ = converter.GetDefaultDataConverter().FromPayload(p, &machines)
-		}
-		r.MachineName = fmt.Sprintf("batch of %d", len(machines))
+		r.MachineName = fmt.Sprintf("batch of %d", len(batchMachines(info)))
 	}
 	return r
 }
