@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,22 @@ type MigrateMachineBatchInput struct {
 	Parallelism int `json:",omitempty"`
 }
 
+// batchSettleChange is the GetVersion change ID of batches that settle every machine they
+// touched before they return (settleBatch); runs recorded before it return with machines
+// half-moved when the batch's attempts run out. It is asked only on that path, so runs that
+// never take it carry no marker.
+const batchSettleChange = "batch-settles-its-machines"
+
+// batchSettleOptions retry a settling batch until every machine is finished or undone, however
+// long a region is down: each attempt gives up within a minute or two on a region that does
+// not answer, and attempts come at most five minutes apart, so history does not grow while
+// it waits (activity retries add no event).
+var batchSettleOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Minute,
+	HeartbeatTimeout:    30 * time.Second,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
+}
+
 // batchOptions: the batch heartbeats while it runs, and a cancel waits for it, which stops
 // each machine at its next step boundary and undoes or finishes it.
 var batchOptions = workflow.ActivityOptions{
@@ -84,7 +101,61 @@ func MigrateMachineBatch(ctx workflow.Context, in MigrateMachineBatchInput) (act
 	}
 	batch.Move, batch.MoveRun = moveOf(ctx, in.MoveRun)
 	err := call(ctx, batchOptions, acts.MigrateBatch, batch, &res)
-	return res, err
+	unsettled := unsettledMachines(in.Machines, res, err)
+	if len(unsettled) == 0 || workflow.GetVersion(ctx, batchSettleChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return res, err
+	}
+	return settleBatch(ctx, batch, unsettled, res, err)
+}
+
+// unsettledMachines are the machines of a batch that may be half-moved after its MigrateBatch
+// returned res, err: all of them when it failed for a reason retrying could fix or was
+// cancelled (any may be anywhere between quiesce and activation), those whose undo kept
+// failing otherwise. A batch refused as a whole (non-retryable) touched none.
+func unsettledMachines(machines []string, res activities.BatchResult, err error) []string {
+	var appErr *temporal.ApplicationError
+	switch {
+	case err != nil && errors.As(err, &appErr) && appErr.NonRetryable():
+		return nil
+	case err != nil:
+		return machines
+	}
+	var stuck []string
+	for _, f := range res.Failed {
+		if f.Type == activities.ErrTypeBatchUndoFailed {
+			stuck = append(stuck, f.Machine)
+		}
+	}
+	return stuck
+}
+
+// settleBatch settles the unsettled machines of a batch whose MigrateBatch returned res, err:
+// on a context a cancel does not reach, retried however long a region is down, each machine
+// finished past its commit point and undone before it. Its result replaces theirs in res; a
+// batch whose activity was cancelled still reports the cancel.
+func settleBatch(ctx workflow.Context, batch activities.BatchInput, unsettled []string, res activities.BatchResult, err error) (activities.BatchResult, error) {
+	reason := "its undo kept failing"
+	switch {
+	case ctx.Err() != nil:
+		reason = "the batch was cancelled"
+	case err != nil:
+		reason = "the batch gave up: " + truncated(err.Error())
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Settling %d machines (%s): each is finished past its commit point or undone, retried until its regions answer.", len(unsettled), reason))
+	batch.Machines, batch.Settle, batch.Reason = unsettled, true, reason
+	settleCtx, _ := workflow.NewDisconnectedContext(ctx)
+	var settled activities.BatchResult
+	if serr := call(settleCtx, batchSettleOptions, acts.MigrateBatch, batch, &settled); serr != nil {
+		return res, serr
+	}
+	res.Failed = slices.DeleteFunc(res.Failed, func(f activities.BatchFailure) bool { return slices.Contains(unsettled, f.Machine) })
+	res.Moved = append(res.Moved, settled.Moved...)
+	res.PerMachine = append(res.PerMachine, settled.PerMachine...)
+	res.Failed = append(res.Failed, settled.Failed...)
+	if temporal.IsCanceledError(err) {
+		return res, err
+	}
+	return res, nil
 }
 
 // batchIDFor is the canonical ID of the batch ctx runs: the one its parent, a transfer or bulk
