@@ -23,7 +23,7 @@ func newDevEnvCommand() *cobra.Command {
 		Short: "Print export lines for the running dev stack: token, payload keys, region, rack and Temporal addresses",
 		Long: `Prints shell export lines for the stack running on --state-dir, for eval "$(bin/ironflow dev env)":
 IRONFLOW_TOKEN and IRONFLOW_PAYLOAD_KEYS, each region's API URL as A, B, ... (region-a is A),
-TEMPORAL_ADDRESS, and for each rack its HTTP boot URL (RACK_A for rack-a), its DNS port
+TEMPORAL_ADDRESS, the codec endpoint as CODEC_URL, and for each rack its HTTP boot URL (RACK_A for rack-a), its DNS port
 (RACK_A_DNS_PORT) and its syslog address (RACK_A_SYSLOG). Fails when no stack runs there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,7 +74,7 @@ func printDevEnv(w io.Writer, a dev.StackAddresses, token string) error {
 	for _, name := range slices.Sorted(maps.Keys(a.Regions)) {
 		vars = append(vars, [2]string{envSuffix(name, "region-"), a.Regions[name]})
 	}
-	vars = append(vars, [2]string{"TEMPORAL_ADDRESS", a.Temporal})
+	vars = append(vars, [2]string{"TEMPORAL_ADDRESS", a.Temporal}, [2]string{"CODEC_URL", a.CodecURL})
 	for _, name := range slices.Sorted(maps.Keys(a.Racks)) {
 		rk, v := a.Racks[name], "RACK_"+envSuffix(name, "rack-")
 		_, dnsPort, _ := strings.Cut(rk.DNS, ":")
