@@ -61,7 +61,7 @@ bench:
 # of N machines each, verified, with wall time, Temporal writes and CPU per machine, on the
 # Temporal dev server and on the Temporal server on PostgreSQL. Sizes: IRONFLOW_BENCH_MOVES_N
 # (default 24,200,1000); engines: IRONFLOW_BENCH_MOVES_ENGINES (default dev,postgres);
-# README.md "Moves at scale" has the figures.
+# docs/benchmarks.md "Moves at scale" has the figures.
 bench-moves: tools temporal-server
 	IRONFLOW_TEMPORAL_SERVER=$(TEMPORAL_SERVER) $(GO) run ./dev/benchmoves
 

@@ -21,10 +21,11 @@ func newDevEnvCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "env",
 		Short: "Print export lines for the running dev stack: token, payload keys, region, rack and Temporal addresses",
-		Long: `Prints shell export lines for the stack running on --state-dir, for eval "$(bin/ironflow dev env)":
-IRONFLOW_TOKEN and IRONFLOW_PAYLOAD_KEYS, each region's API URL as A, B, ... (region-a is A),
-TEMPORAL_ADDRESS, the codec endpoint as CODEC_URL, and for each rack its HTTP boot URL (RACK_A for rack-a), its DNS port
-(RACK_A_DNS_PORT) and its syslog address (RACK_A_SYSLOG). Fails when no stack runs there.`,
+		Long: `Prints shell export lines for the stack running on --state-dir, for
+eval "$(bin/ironflow dev env)": IRONFLOW_TOKEN and IRONFLOW_PAYLOAD_KEYS, each region's API
+URL as A, B, ... (region-a is A), TEMPORAL_ADDRESS, the codec endpoint as CODEC_URL, and for
+each rack its HTTP boot URL (RACK_A for rack-a), its DNS port (RACK_A_DNS_PORT) and its
+syslog address (RACK_A_SYSLOG). Fails when no stack runs there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stateDir, _, err := devFlags(cmd)
