@@ -173,3 +173,49 @@ func (u *uuidNames) match(got, shown string) bool {
 	}
 	return true
 }
+
+func TestUUIDNamesPairTheDocsUUIDsWithTheStacksOnce(t *testing.T) {
+	const docRack, docWeb = "6ded5dda-dc54-45c8-871a-e53757dcc322", "9fd31c6c-ca82-442c-85a5-7bb809f7f82b"
+	const rack, web, other = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333"
+	u := newUUIDNames()
+	if !u.match("rack-a "+rack+" web-07 "+web, "rack-a "+docRack+" web-07 "+docWeb) {
+		t.Fatal("the first appearance of the docs' UUIDs did not pair them")
+	}
+	if got := u.actual("jobs list Machine=" + docWeb); got != "jobs list Machine="+web {
+		t.Errorf("a command naming the docs' UUID runs as %q", got)
+	}
+	if u.match("rack-a "+other, "rack-a "+docRack) {
+		t.Error("a docs UUID stood for a second UUID of the stack")
+	}
+	if u.match("web-08 "+web, "web-08 "+"44444444-4444-4444-8444-444444444444") {
+		t.Error("a second docs UUID stood for a UUID the docs already name")
+	}
+	if u.match("a "+other+" b "+other, "a "+docRack+" c "+docRack) {
+		t.Error("outputs that differ outside their UUIDs matched")
+	}
+	if u.match("x "+other+" "+other, "x 55555555-5555-4555-8555-555555555555 66666666-6666-4666-8666-666666666666") {
+		t.Error("two docs UUIDs in one output stood for one UUID of the stack")
+	}
+	if _, paired := u.toActual["55555555-5555-4555-8555-555555555555"]; paired {
+		t.Error("an output that did not match recorded a pair")
+	}
+}
+
+func TestDocsBlocksSkipAndAfterStopMarkers(t *testing.T) {
+	dir := t.TempDir()
+	doc := "text\n```console\n$ echo a\na\n```\n" + skipMarker + " (why) -->\n```sh\nfalse\n```\n" +
+		afterStopMarker + " (why) -->\n```sh\nmake dev-clean\n```\n```yaml\nnot: run\n```\n"
+	if err := os.WriteFile(filepath.Join(dir, "x.md"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	blocks := readDocsBlocks(t, dir, "x.md")
+	if len(blocks) != 2 {
+		t.Fatalf("%d blocks, want the console one and the after-stop one: %+v", len(blocks), blocks)
+	}
+	if c := blocks[0].commands[0]; c.text != "echo a" || c.shown != "a\n" || !c.hasShown || blocks[0].afterStop {
+		t.Errorf("console block read as %+v", blocks[0])
+	}
+	if c := blocks[1].commands[0]; c.text != "make dev-clean" || !blocks[1].afterStop {
+		t.Errorf("after-stop block read as %+v", blocks[1])
+	}
+}
