@@ -45,16 +45,26 @@ func (s *Stack) WriteStackFile() error {
 	return atomicfile.Write(filepath.Join(s.StateDir, StackFileName), data)
 }
 
-// ErrNoStackFile is returned by ReadStackFile for a state dir no stack has started in.
-var ErrNoStackFile = errors.New("no dev stack has started in this state dir")
+// ErrNoStackFile is returned by ReadStackFile for a state dir whose stack has not recorded
+// its addresses since it took the state dir's lock: none started there, or it is starting.
+var ErrNoStackFile = errors.New("no dev stack has recorded its addresses in this state dir since it started")
 
-// ReadStackFile reads what the last stack started on stateDir recorded.
+// ReadStackFile reads what the stack that last took stateDir's lock recorded; a file older than
+// the lock is a previous stack's, whose racks listened on other ports.
 func ReadStackFile(stateDir string) (StackAddresses, error) {
 	var a StackAddresses
-	data, err := os.ReadFile(filepath.Join(stateDir, StackFileName))
+	path := filepath.Join(stateDir, StackFileName)
+	file, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return a, fmt.Errorf("%s: %w", stateDir, ErrNoStackFile)
 	}
+	if err != nil {
+		return a, fmt.Errorf("stack file: %w", err)
+	}
+	if lock, err := os.Stat(filepath.Join(stateDir, lockFileName)); err == nil && file.ModTime().Before(lock.ModTime()) {
+		return a, fmt.Errorf("%s: %w (it is still starting)", stateDir, ErrNoStackFile)
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return a, fmt.Errorf("stack file: %w", err)
 	}
