@@ -6,10 +6,11 @@ TEMPORAL := $(CURDIR)/bin/temporal
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_SERVER := $(CURDIR)/bin/temporal-server
 IRONFLOW := $(CURDIR)/bin/ironflow
+CLI_REFERENCE_UPDATE := IRONFLOW_UPDATE_CLI_REFERENCE
 # Integration tests find the Temporal dev server here.
 export IRONFLOW_TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: all build tools temporal-server test test-unit test-integration lint bench bench-moves fuzz dev dev-clean demo clean
+.PHONY: all build tools temporal-server test test-unit test-integration lint docs bench bench-moves fuzz dev dev-clean demo clean
 
 all: build
 
@@ -42,6 +43,12 @@ lint:
 	$(GO) vet ./...
 	@# go.mod lists exactly what the code imports, direct dependencies not marked indirect.
 	$(GO) mod tidy -diff
+	@# docs/cli is what the cobra commands generate (`make docs` regenerates it).
+	$(GO) test -count=1 -run '^TestCLIReferenceIsCurrent$$' ./cmd/ironflow/
+
+# Regenerates the CLI reference docs/cli from the cobra commands.
+docs:
+	$(CLI_REFERENCE_UPDATE)=1 $(GO) test -count=1 -run '^TestCLIReferenceIsCurrent$$' ./cmd/ironflow/
 
 # The DHCP server and TFTP; a rack's config poll on the region; Ironflow's DHCP against Kea
 # under perfdhcp (skipped, saying so, without perfdhcp and kea-dhcp4 or without root).
@@ -54,7 +61,7 @@ bench:
 # of N machines each, verified, with wall time, Temporal writes and CPU per machine, on the
 # Temporal dev server and on the Temporal server on PostgreSQL. Sizes: IRONFLOW_BENCH_MOVES_N
 # (default 24,200,1000); engines: IRONFLOW_BENCH_MOVES_ENGINES (default dev,postgres);
-# README.md "Moves at scale" has the figures.
+# docs/benchmarks.md "Moves at scale" has the figures.
 bench-moves: tools temporal-server
 	IRONFLOW_TEMPORAL_SERVER=$(TEMPORAL_SERVER) $(GO) run ./dev/benchmoves
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,17 +21,21 @@ import (
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// TestReadmeFromAFreshClone does what the README tells a new user, in the order written: it
-// clones the working tree into a private (0700) directory, as a clone in root's home, runs
-// `make dev` there with the default state dir (on free ports, IRONFLOW_DEV_FREE_PORTS=1), and
-// runs every ```sh and ```console block of the clone's README through bash, the real CLI and
-// the real Temporal CLI. A console block's output must be what the README shows (timestamps
-// and ports aside); the other commands must exit 0, and the ones that move machines must
-// move some (readmeChecks). Then it interrupts make like Ctrl-C does and checks nothing is left
-// running and nothing was written outside the clone, PostgreSQL's data included.
+// TestReadmeFromAFreshClone does what the README and docs/ tell a new user, in the order
+// written: it clones the working tree into a private (0700) directory, as a clone in root's
+// home, runs `make dev` there with the default state dir (on free ports,
+// IRONFLOW_DEV_FREE_PORTS=1), and runs every ```sh and ```console block of the clone's
+// README.md, then of the files docs/README.md lists, in its order, each against the stack the
+// one before left, through bash, the real CLI and the real Temporal CLI. A console block's
+// output must be what the docs show (timestamps, ports and the UUIDs a stack makes aside); the
+// other commands must exit 0, and the ones that move machines must move some (docsChecks).
+// Then it interrupts make like Ctrl-C does, runs the blocks meant for a stopped stack (its
+// teardown), and checks nothing is left running and nothing was written outside the clone,
+// PostgreSQL's data included.
 func TestReadmeFromAFreshClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs make dev in a fresh clone")
@@ -56,18 +61,26 @@ func TestReadmeFromAFreshClone(t *testing.T) {
 
 	md := startMakeDev(t, clone, tmp)
 	started := stackProcesses(t, md.cmd.Process.Pid, clone)
-
-	blocks := readmeBlocks(t, filepath.Join(clone, "README.md"))
-	// The stack's Temporal address replaces the default port the README leaves to the CLIs.
-	r := &readmeRunner{t: t, dir: clone, stack: md, env: append(baseEnv(tmp), "TEMPORAL_ADDRESS="+md.temporal), seen: map[*readmeCheck]bool{}}
-	for _, b := range blocks {
-		for _, c := range b.commands {
-			r.run(c)
+	addrs, err := dev.ReadStackFile(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newDocsRunner(t, clone, md, addrs, tmp)
+	var afterStop []docsCommand
+	for _, file := range docsFiles(t, clone) {
+		for _, b := range readDocsBlocks(t, clone, file) {
+			if b.afterStop {
+				afterStop = append(afterStop, b.commands...)
+				continue
+			}
+			for _, c := range b.commands {
+				r.run(c)
+			}
 		}
 	}
-	for _, c := range readmeChecks {
+	for _, c := range docsChecks {
 		if !r.seen[c] {
-			t.Errorf("no README command matches %q: the README lost that example", c.cmd)
+			t.Errorf("no docs command matches %q: the docs lost that example", c.cmd)
 		}
 	}
 
@@ -75,6 +88,9 @@ func TestReadmeFromAFreshClone(t *testing.T) {
 	waitGone(t, started)
 	if left := stackProcesses(t, -1, clone); len(left) > 0 {
 		t.Errorf("processes still running after Ctrl-C: %v", left)
+	}
+	for _, c := range afterStop {
+		r.run(c)
 	}
 	if entries, _ := os.ReadDir(tmp); len(entries) > 0 {
 		t.Errorf("left in the temp dir: %v", entries)
@@ -89,12 +105,15 @@ func TestReadmeFromAFreshClone(t *testing.T) {
 	}
 }
 
-// readmeChecks are what the README's commands that move machines must print: real work.
-var readmeChecks = []*readmeCheck{
+// docsChecks are what the docs' commands that move machines must print (real work), and the
+// commands whose output shows what a stack does on its own time, read again until it shows.
+var docsChecks = []*docsCheck{
+	{cmd: `machines migrate Name:drp1.rackn --to region-b --wait`, want: []string{`(?m)^completed$`}},
 	{cmd: `bin/temporal workflow start .*--type MigrateMachine`, want: []string{"Running execution"}},
 	{cmd: `bin/temporal workflow result`, want: []string{"COMPLETED"}},
 	{cmd: `migrations bulk .*--pool batch`, want: []string{fmt.Sprintf(`\b%d/%[1]d migrated, 0 failed`, dev.SeedPools["batch"])}},
-	{cmd: `racks transfer rack-a`, want: []string{fmt.Sprintf(`completed \(machines %d/%[1]d, 0 failed, 0 skipped\)`, dev.RackMachines)}},
+	// rack-a holds its seeded machines and the ones that enlisted through it.
+	{cmd: `racks transfer rack-a`, verify: rackTransferMovedAll},
 	{cmd: `schedule create nightly-gold`, want: []string{"Created schedule nightly-gold"}},
 	{cmd: `schedule list`, want: []string{"nightly-gold"}},
 	{cmd: `schedule trigger nightly-gold`, want: []string{"nightly-gold"}},
@@ -102,150 +121,138 @@ var readmeChecks = []*readmeCheck{
 	// there and active (Runnable).
 	{cmd: `-E \$B machines list Pool=gold`, want: []string{`gold-01 +none +true`, `gold-02 +none +true`, `gold-03 +none +true`, `gold-04 +none +true`}, eventually: true},
 	{cmd: `schedule delete nightly-gold`, want: []string{"nightly-gold"}},
+	// The rack learns a new domain with its next config poll.
+	{cmd: `dig .* node-01\.rack-a\.region-a\.example`, eventually: true},
+	// The rack's syslog receiver counts a datagram when it has read it.
+	{cmd: `RACK_A/metrics \| grep -E '\^ironflow_syslog`, eventually: true},
 }
 
-type readmeCheck struct {
-	cmd        string   // regexp on the command as the README writes it
-	want       []string // regexps on its output
-	eventually bool
+var rackTransferResult = regexp.MustCompile(`completed \(machines ([0-9]+)/([0-9]+), 0 failed, 0 skipped\)`)
+
+func rackTransferMovedAll(out string) string {
+	m := rackTransferResult.FindStringSubmatch(out)
+	if m == nil {
+		return "no completed transfer with 0 failed and 0 skipped"
+	}
+	if moved, _ := strconv.Atoi(m[1]); m[1] != m[2] || moved < dev.RackMachines {
+		return fmt.Sprintf("the transfer moved %s of %s machines: rack-a holds at least %d", m[1], m[2], dev.RackMachines)
+	}
+	return ""
 }
 
-// readmeCommand is one command of the README and, in a console block, the output it shows.
-type readmeCommand struct {
-	line     int
-	text     string
-	shown    string
-	hasShown bool
+type docsCheck struct {
+	cmd        string              // regexp on the command as the docs write it
+	want       []string            // regexps on its output
+	verify     func(string) string // what else is wrong with its output, or ""
+	eventually bool                // run again until the output is right
 }
 
-type readmeBlock struct{ commands []readmeCommand }
-
-// readmeBlocks reads the ```sh and ```console blocks of a README, but those after a
-// `<!-- readme-test: skip (why) -->` line.
-func readmeBlocks(t *testing.T, path string) []readmeBlock {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []readmeBlock
-	lines := strings.Split(string(b), "\n")
-	skip := false
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.HasPrefix(line, "<!-- readme-test: skip") {
-			skip = true
-			continue
-		}
-		if !strings.HasPrefix(line, "```") {
-			continue
-		}
-		lang := strings.TrimPrefix(line, "```")
-		end := i + 1
-		for end < len(lines) && !strings.HasPrefix(lines[end], "```") {
-			end++
-		}
-		if (lang == "sh" || lang == "console") && !skip {
-			blocks = append(blocks, parseBlock(lang == "console", lines[i+1:end], i+2))
-		}
-		skip = false
-		i = end
-	}
-	if len(blocks) == 0 {
-		t.Fatal("no command blocks in the README")
-	}
-	return blocks
-}
-
-func parseBlock(console bool, lines []string, firstLine int) readmeBlock {
-	var b readmeBlock
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if console && !strings.HasPrefix(line, "$ ") {
-			if n := len(b.commands); n > 0 {
-				b.commands[n-1].shown += line + "\n"
-			}
-			continue
-		}
-		if !console && (strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#")) {
-			continue
-		}
-		c := readmeCommand{line: firstLine + i, text: strings.TrimPrefix(line, "$ "), hasShown: console}
-		for strings.HasSuffix(c.text, `\`) && i+1 < len(lines) {
-			i++
-			c.text += "\n" + lines[i]
-		}
-		b.commands = append(b.commands, c)
-	}
-	return b
-}
-
-type readmeRunner struct {
-	t     *testing.T
-	dir   string
-	stack *makeDev
-	env   []string
-	seen  map[*readmeCheck]bool // the checks a command matched
-}
-
-// run runs one README command and checks its output.
-func (r *readmeRunner) run(c readmeCommand) {
-	t := r.t
-	t.Helper()
-	text := r.stack.toActual(c.text)
-	if strings.HasPrefix(text, "export ") {
-		out, err := r.bash(text + "\nenv -0")
-		if err != nil {
-			t.Fatalf("README line %d: %s: %v\n%s", c.line, c.text, err, out)
-		}
-		r.env = strings.Split(strings.TrimRight(out, "\x00"), "\x00")
-		return
-	}
-	var check *readmeCheck
-	for _, ch := range readmeChecks {
-		if regexp.MustCompile(ch.cmd).MatchString(c.text) {
-			check, r.seen[ch] = ch, true
-		}
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		out, err := r.bash(text)
-		t.Logf("README line %d: $ %s\n%s", c.line, c.text, out)
-		if err != nil {
-			t.Fatalf("README line %d: %s: %v", c.line, c.text, err)
-		}
-		if strings.Contains(out, "0/0 migrated") || strings.Contains(out, "nothing matched the selector") {
-			t.Errorf("README line %d: %s did nothing", c.line, c.text)
-		}
-		if c.hasShown {
-			if got, want := r.stack.normalize(out), r.stack.normalize(c.shown); got != want {
-				t.Errorf("README line %d: %s printed\n%s\nthe README shows\n%s", c.line, c.text, got, want)
-			}
-		}
-		missing := check.missing(out)
-		if missing == "" {
-			return
-		}
-		if !check.eventually || time.Now().After(deadline) {
-			t.Fatalf("README line %d: %s: output lacks %q", c.line, c.text, missing)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-func (c *readmeCheck) missing(out string) string {
+func (c *docsCheck) complaint(out string) string {
 	if c == nil {
 		return ""
 	}
 	for _, w := range c.want {
 		if !regexp.MustCompile(w).MatchString(out) {
-			return w
+			return fmt.Sprintf("output lacks %q", w)
 		}
+	}
+	if c.verify != nil {
+		return c.verify(out)
 	}
 	return ""
 }
 
-func (r *readmeRunner) bash(script string) (string, error) {
+// docsRackURLs are the racks' HTTP boot URLs as the docs show them: the dev stack chooses
+// the racks' ports at every start.
+var docsRackURLs = map[string]string{"rack-a": "http://127.0.0.1:44473"}
+
+type docsRunner struct {
+	t     *testing.T
+	dir   string
+	stack *makeDev
+	env   []string
+	seen  map[*docsCheck]bool // the checks a command matched
+	names *uuidNames
+	// toDocs puts the docs' addresses where the stack's show; toActual does the reverse.
+	toDocs, toActual *strings.Replacer
+}
+
+func newDocsRunner(t *testing.T, clone string, md *makeDev, addrs dev.StackAddresses, tmp string) *docsRunner {
+	toDocs, toActual := []string{md.regionA, readmeA, md.regionB, readmeB}, []string{readmeA, md.regionA, readmeB, md.regionB}
+	for name, url := range docsRackURLs {
+		rk, ok := addrs.Racks[name]
+		if !ok {
+			t.Fatalf("the stack has no rack %s", name)
+		}
+		toDocs, toActual = append(toDocs, rk.HTTPURL, url), append(toActual, url, rk.HTTPURL)
+	}
+	// The stack's Temporal address replaces the default port the docs leave to the CLIs.
+	return &docsRunner{
+		t: t, dir: clone, stack: md, env: append(baseEnv(tmp), "TEMPORAL_ADDRESS="+md.temporal),
+		seen: map[*docsCheck]bool{}, names: newUUIDNames(),
+		toDocs: strings.NewReplacer(toDocs...), toActual: strings.NewReplacer(toActual...),
+	}
+}
+
+// run runs one docs command and checks its output.
+func (r *docsRunner) run(c docsCommand) {
+	t := r.t
+	t.Helper()
+	text := r.names.actual(r.toActual.Replace(c.text))
+	if strings.HasPrefix(text, "export ") || strings.HasPrefix(text, "eval ") {
+		out, err := r.bash(text + "\nenv -0")
+		if err != nil {
+			t.Fatalf("%s: %s: %v\n%s", c.where(), c.text, err, out)
+		}
+		r.env = strings.Split(strings.TrimRight(out, "\x00"), "\x00")
+		return
+	}
+	var check *docsCheck
+	for _, ch := range docsChecks {
+		if regexp.MustCompile(ch.cmd).MatchString(c.text) {
+			check, r.seen[ch] = ch, true
+		}
+	}
+	attempt := func() string {
+		out, err := r.bash(text)
+		t.Logf("%s: $ %s\n%s", c.where(), c.text, out)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", c.where(), c.text, err)
+		}
+		if strings.Contains(out, "0/0 migrated") || strings.Contains(out, "nothing matched the selector") {
+			t.Errorf("%s: %s did nothing", c.where(), c.text)
+		}
+		if c.hasShown {
+			if got, want := r.normalize(out), r.normalize(c.shown); !r.names.match(got, want) {
+				return fmt.Sprintf("%s: %s printed\n%s\nthe docs show\n%s", c.where(), c.text, got, want)
+			}
+		}
+		if complaint := check.complaint(out); complaint != "" {
+			return fmt.Sprintf("%s: %s: %s", c.where(), c.text, complaint)
+		}
+		return ""
+	}
+	if check != nil && check.eventually {
+		testutil.EventuallyOK(t, 2*time.Minute, attempt)
+		return
+	}
+	if complaint := attempt(); complaint != "" {
+		t.Error(complaint)
+	}
+}
+
+// normalize makes an output comparable with the docs': the docs' ports, no timestamps,
+// columns by single spaces (widths follow the longest value), and no phases that `--wait`
+// happened to see before the last one.
+func (r *docsRunner) normalize(s string) string {
+	s = r.toDocs.Replace(s)
+	s = passingPhase.ReplaceAllString(s, "")
+	s = timestamp.ReplaceAllString(s, "<time>")
+	s = columnGap.ReplaceAllString(s, " ")
+	return strings.TrimSpace(trailingSpaces.ReplaceAllString(s, ""))
+}
+
+func (r *docsRunner) bash(script string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
@@ -276,7 +283,7 @@ type makeDev struct {
 	exited           chan struct{}
 }
 
-// The README's region URLs: make dev's default ports.
+// The docs' region URLs: make dev's default ports.
 const readmeA, readmeB = "http://127.0.0.1:5240", "http://127.0.0.1:5241"
 
 var (
@@ -370,22 +377,6 @@ func (md *makeDev) log() string {
 	return md.output.String()
 }
 
-// toActual puts the stack's free ports where the README writes the default ones.
-func (md *makeDev) toActual(s string) string {
-	return strings.NewReplacer(readmeA, md.regionA, readmeB, md.regionB).Replace(s)
-}
-
-// normalize makes an output comparable with the README's: the README's ports, no
-// timestamps, columns by single spaces (widths follow the longest value), and no phases that
-// `--wait` happened to see before the last one.
-func (md *makeDev) normalize(s string) string {
-	s = strings.NewReplacer(md.regionA, readmeA, md.regionB, readmeB).Replace(s)
-	s = passingPhase.ReplaceAllString(s, "")
-	s = timestamp.ReplaceAllString(s, "<time>")
-	s = columnGap.ReplaceAllString(s, " ")
-	return strings.TrimSpace(trailingSpaces.ReplaceAllString(s, ""))
-}
-
 // interrupt sends SIGINT to make's process group, as Ctrl-C in its terminal does, and waits
 // for make to end.
 func (md *makeDev) interrupt(t *testing.T) {
@@ -406,15 +397,14 @@ func (md *makeDev) interrupt(t *testing.T) {
 // waitGone waits for processes that are still exiting.
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, pid := range pids {
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
+	testutil.EventuallyOK(t, 30*time.Second, func() string {
+		for _, pid := range pids {
+			if alive(pid) {
+				return fmt.Sprintf("process %d (%s) survived Ctrl-C", pid, cmdline(pid))
+			}
 		}
-		if alive(pid) {
-			t.Errorf("process %d (%s) survived Ctrl-C", pid, cmdline(pid))
-		}
-	}
+		return ""
+	})
 }
 
 // cloneWorkingTree clones the repository under test (its HEAD plus uncommitted changes to

@@ -98,6 +98,9 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 					return err
 				}
 			}
+			if err := stack.WriteStackFile(); err != nil {
+				return err
+			}
 			printDevBanner(cmd.OutOrStdout(), stack, logFile.Name())
 			<-cmd.Context().Done()
 			fmt.Fprintln(cmd.OutOrStdout(), "\nstopping...")
@@ -112,6 +115,7 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 	cmd.MarkFlagsMutuallyExclusive("teardown", "fresh")
 	cmd.MarkFlagsMutuallyExclusive("teardown", "demo")
 	addLogFlags(cmd)
+	cmd.AddCommand(newDevEnvCommand())
 	return cmd
 }
 

@@ -121,7 +121,7 @@ func TestRacksTransferStartsTheWorkflow(t *testing.T) {
 }
 
 // TestWindowDefaultIsOneConstant: every command with --window states the same default, the
-// workflows' DefaultBulkWindow (which is also the transfer's), and README.md states that one.
+// workflows' DefaultBulkWindow (which is also the transfer's), and docs/moves.md states that one.
 func TestWindowDefaultIsOneConstant(t *testing.T) {
 	if workflows.DefaultTransferWindow != workflows.DefaultBulkWindow {
 		t.Errorf("DefaultTransferWindow %d, DefaultBulkWindow %d: two defaults", workflows.DefaultTransferWindow, workflows.DefaultBulkWindow)
@@ -134,14 +134,14 @@ func TestWindowDefaultIsOneConstant(t *testing.T) {
 			t.Errorf("%s --help: exit %d, --window line %q, want %q in it (stderr %q)", strings.Join(args, " "), code, line, want, stderr)
 		}
 	}
-	readme := readFile(t, "../../README.md")
+	readme := readFile(t, "../../docs/moves.md")
 	stated := regexp.MustCompile("`--window`(?:[^.0-9]*?defaults to|:) (\\d+)").FindAllStringSubmatch(readme, -1)
 	if len(stated) == 0 {
-		t.Fatal("README.md does not state the --window default")
+		t.Fatal("docs/moves.md does not state the --window default")
 	}
 	for _, m := range stated {
 		if m[1] != strconv.Itoa(workflows.DefaultBulkWindow) {
-			t.Errorf("README.md says %q, the default is %d", m[0], workflows.DefaultBulkWindow)
+			t.Errorf("docs/moves.md says %q, the default is %d", m[0], workflows.DefaultBulkWindow)
 		}
 	}
 }
