@@ -245,7 +245,8 @@ func newScheduleCreateCommand() *cobra.Command {
 		Use:   "create NAME --cron SPEC --from REGION --to REGION (--pool POOL | --rack UUID | --names A,B)",
 		Short: "Run a bulk migration on a cron schedule",
 		Long: `Create the Temporal Schedule bulk-migrate/NAME: at each time of --cron it starts the bulk migration
-the flags describe, whose machines are selected when it starts. A run still going at the next
+the flags describe; a pool or rack selection is read a page at a time as the run goes (a machine
+joining the pool during the run can be moved too). A run still going at the next
 time makes that time be skipped. The regions are checked with the workers first.
 
 --cron has exactly five fields, minute hour day-of-month month day-of-week, in UTC unless
