@@ -224,10 +224,13 @@ func (s *Store) ReportPower(ctx context.Context, by Principal, rack, key string,
 		if err != nil {
 			return err
 		}
-		if m.Power == nil || m.Power.Type == "" {
+		info := api.PowerInfo{Type: api.PowerTypeVirsh} // a pod VM's, which its pod's libvirt powers
+		switch {
+		case m.Power != nil && m.Power.Type != "":
+			info = *m.Power
+		case m.Pod == "":
 			return conflictf("machine %s has no power driver: nothing to report", m.Name)
 		}
-		info := *m.Power
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		info.State, info.CheckedAt, info.LastError = rep.State, &now, rep.Error
 		if err := writePower(ctx, tx, m, info); err != nil {
