@@ -386,8 +386,8 @@ func (p *process) run(ctx context.Context) error {
 	g.Go(func() error { return p.link.Serve(asRack(ctx)) })
 	g.Go(func() error { return p.ctrl.heartbeats(ctx, p.o.HeartbeatInterval) })
 	g.Go(func() error { return p.uploader.Serve(asRack(ctx)) })
-	acts := rackacts.New(p.ctrl, p.o.RegionSecrets, rackacts.Pods{Region: p.ctrl.region, Dialer: p.pods}).
-		WithPower(rackacts.Power{Region: p.ctrl.region, Drivers: powerDrivers})
+	acts := rackacts.WithPower(rackacts.New(p.ctrl, p.o.RegionSecrets, rackacts.Pods{Region: p.ctrl.region, Dialer: p.pods}),
+		rackacts.Power{Region: p.ctrl.region, Drivers: powerDrivers})
 	if p.o.Temporal.HostPort != "" {
 		g.Go(func() error { return runWorker(ctx, p.o, p.st.Uuid, acts, p.log.With("component", "worker")) })
 	} else {

@@ -45,8 +45,9 @@ type Power struct {
 	Drivers power.Drivers
 }
 
-// WithPower gives a the power drivers of the rack.
-func (a *Activities) WithPower(p Power) *Activities {
+// WithPower gives a the power drivers of the rack (a function: every exported method of
+// Activities is registered as an activity).
+func WithPower(a *Activities, p Power) *Activities {
 	a.power = p
 	return a
 }

@@ -85,7 +85,8 @@ func connectError(err error) error {
 	if isTimeout(err) || strings.Contains(err.Error(), "Get Channel Authentication Capabilities failed") {
 		return fmt.Errorf("%w: %w", power.ErrUnreachable, err)
 	}
-	return fmt.Errorf("%w: the BMC refused the session (wrong user or password?): %w", power.ErrRefused, err)
+	// go-ipmi's answer lists every cipher suite it tried; the operator needs the verdict.
+	return fmt.Errorf("%w: the BMC refused the session (wrong user or password)", power.ErrRefused)
 }
 
 func isTimeout(err error) bool {
