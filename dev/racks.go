@@ -91,6 +91,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		RegionSecrets:      secrets,
 		PodSSHKeyFile:      s.podSSHKey,
 		PodRefreshInterval: s.podRefresh,
+		PowerPollInterval:  s.powerPoll,
 		Version:            s.version,
 		Logger:             s.log.With("rack", name),
 	}

@@ -50,6 +50,7 @@ type StackOptions struct {
 	NoRacks             bool                  // regions only: no rack controllers
 	PodSSHKey           string                // the racks' private key file for qemu+ssh pods (rack serve --pod-ssh-key)
 	PodRefreshInterval  time.Duration         // how often the racks refresh their pods; 0: rack.DefaultPodRefreshInterval
+	PowerPollInterval   time.Duration         // how often the racks check their machines' power; 0: rack.DefaultPowerPollInterval
 	Logger              *slog.Logger
 	TemporalLogFile     string
 	Version             string // reported by the regions' /api/v1/info
@@ -95,6 +96,7 @@ type Stack struct {
 	version    string
 	podSSHKey  string
 	podRefresh time.Duration
+	powerPoll  time.Duration
 	tempDir    bool
 	lock       *StateLock
 	runCtx     context.Context // ends when Stop is called
@@ -104,7 +106,7 @@ type Stack struct {
 
 // StartStack starts everything and returns when every part answers.
 func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
-	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version, podSSHKey: opts.PodSSHKey, podRefresh: opts.PodRefreshInterval}
+	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version, podSSHKey: opts.PodSSHKey, podRefresh: opts.PodRefreshInterval, powerPoll: opts.PowerPollInterval}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -40,9 +40,13 @@ var abuseRoutes = map[string]string{
 	"PUT /api/v1/racks/{uuid}/pods/{pod}/facts":            "U F . . . F F U U U",
 	"POST /api/v1/racks/{uuid}/pods/{pod}/vms":             "U F . . . F F U U U",
 	"DELETE /api/v1/racks/{uuid}/pods/{pod}/vms/{machine}": "U F . . . F F U U U",
-	"POST /api/v1/racks/{uuid}/syslog":                     "U F F F . F F U U U",
-	"GET /api/v1/machines/{key}/logs":                      "U . . . . . F U U U",
-	"POST /api/v1/enlist":                                  "U F . . . . F U U U",
+	// A machine's BMC credential: its own rack (the store checks the machine is the rack's),
+	// operators and admins; never readonly.
+	"GET /api/v1/racks/{uuid}/machines/{machine}/power-credential": "U F . . . F F U U U",
+	"PUT /api/v1/racks/{uuid}/machines/{machine}/power":            "U F . . . F F U U U",
+	"POST /api/v1/racks/{uuid}/syslog":                             "U F F F . F F U U U",
+	"GET /api/v1/machines/{key}/logs":                              "U . . . . . F U U U",
+	"POST /api/v1/enlist":                                          "U F . . . . F U U U",
 
 	// Rack transfers: operators and admins; readonly reads; racks and machines never.
 	"POST /api/v1/racks/{uuid}/pause":          "U F . . F F F U U U",
@@ -86,7 +90,9 @@ var abuseRoutes = map[string]string{
 	"PUT /api/v1/machines/{key}/secrets/{name...}":    "U F . . F F F U U U",
 	"GET /api/v1/machines/{key}/secrets/{name...}":    "U F . . F F F U U U",
 	"DELETE /api/v1/machines/{key}/secrets/{name...}": "U F . . F F F U U U",
-	"POST /api/v1/machines/{key}/run":                 "U F . . F F F U U U",
+	// Setting a power driver writes the BMC password: a secret's write.
+	"PUT /api/v1/machines/{key}/power": "U F . . F F F U U U",
+	"POST /api/v1/machines/{key}/run":  "U F . . F F F U U U",
 }
 
 // abuseKinds states who may list (GET of the collection), show (GET of an item) and write
@@ -196,7 +202,7 @@ func (s *abuseStack) fillRoute(rt server.Route) (method, path string) {
 	switch {
 	case strings.HasPrefix(path, "/api/v1/agent/"):
 		uuidValue = s.machineA.Uuid
-	case rt.Resource == "rackapi":
+	case rt.Resource == "rackapi" || rt.Resource == "powercredential":
 		uuidValue = s.rackA.Uuid
 	}
 	r := strings.NewReplacer("{uuid}", uuidValue, "{key}", abuseMissing, "{job}", s.jobA.Uuid, "{machine}", abuseMissing,

@@ -63,6 +63,9 @@ type Options struct {
 	// PodRefreshInterval is how often the rack refreshes its pods' facts (default
 	// DefaultPodRefreshInterval; negative: never, only on demand).
 	PodRefreshInterval time.Duration
+	// PowerPollInterval is how often the rack checks its machines' power state (default
+	// DefaultPowerPollInterval; negative: never, only on demand).
+	PowerPollInterval time.Duration
 
 	HeartbeatInterval   time.Duration // default api.RackHeartbeatInterval
 	RegionCheckInterval time.Duration // region health checks and config sync (default 5s)
@@ -383,7 +386,8 @@ func (p *process) run(ctx context.Context) error {
 	g.Go(func() error { return p.link.Serve(asRack(ctx)) })
 	g.Go(func() error { return p.ctrl.heartbeats(ctx, p.o.HeartbeatInterval) })
 	g.Go(func() error { return p.uploader.Serve(asRack(ctx)) })
-	acts := rackacts.New(p.ctrl, p.o.RegionSecrets, rackacts.Pods{Region: p.ctrl.region, Dialer: p.pods})
+	acts := rackacts.WithPower(rackacts.New(p.ctrl, p.o.RegionSecrets, rackacts.Pods{Region: p.ctrl.region, Dialer: p.pods}),
+		rackacts.Power{Region: p.ctrl.region, Drivers: powerDrivers})
 	if p.o.Temporal.HostPort != "" {
 		g.Go(func() error { return runWorker(ctx, p.o, p.st.Uuid, acts, p.log.With("component", "worker")) })
 	} else {
@@ -391,6 +395,9 @@ func (p *process) run(ctx context.Context) error {
 	}
 	if p.o.PodRefreshInterval > 0 {
 		g.Go(func() error { return refreshPods(ctx, p.o.PodRefreshInterval, acts, p.log.With("component", "pods")) })
+	}
+	if p.o.PowerPollInterval > 0 {
+		g.Go(func() error { return pollPower(ctx, p.o.PowerPollInterval, acts, p.log.With("component", "power")) })
 	}
 	p.log.Info("rack serving", "rack", p.st.Uuid, "name", p.st.Name, "region", p.st.Region.Name, "endpoints", p.link.Endpoints())
 	return g.Wait()
@@ -425,6 +432,9 @@ func (o *Options) defaults() error {
 	}
 	if o.PodRefreshInterval == 0 {
 		o.PodRefreshInterval = DefaultPodRefreshInterval
+	}
+	if o.PowerPollInterval == 0 {
+		o.PowerPollInterval = DefaultPowerPollInterval
 	}
 	if o.IPXEDir == "" {
 		o.IPXEDir = bootfs.DebianIPXEDir

@@ -51,6 +51,7 @@ func RegisterMigration(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.PodDecompose)
 	r.RegisterWorkflow(workflows.PodRefresh)
 	r.RegisterWorkflow(workflows.PodPower)
+	r.RegisterWorkflow(workflows.MachinePower)
 	r.RegisterActivity(acts)
 }
 

@@ -83,6 +83,7 @@ type Activities struct {
 	rack    Controller
 	secrets map[string]string // rack secrets of regions, by name
 	pods    Pods
+	power   Power
 }
 
 // New returns the activities of rack; secrets maps names to the rack secrets of the regions

@@ -32,6 +32,7 @@ var machines = noun[api.Machine]{
 		{"LOCKED", func(m api.Machine) string { return cellBool(m.Locked) }},
 		{"POOL", func(m api.Machine) string { return m.Pool }},
 		{"RACK", func(m api.Machine) string { return m.Rack }},
+		{"POWER", machinePowerCell},
 	},
 }
 
@@ -42,7 +43,7 @@ func newMachinesCommand() *cobra.Command {
 			crud[i] = withPodVMDelete(c)
 		}
 	}
-	return machines.command(append(crud, newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand(), newMachinesInventoryCommand(), newMachinesPowerCommand())...)
+	return machines.command(append(crud, newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand(), newMachinesInventoryCommand(), newMachinesPowerCommand(), newMachinesSetPowerCommand())...)
 }
 
 func newMigrateTicketCommand() *cobra.Command {

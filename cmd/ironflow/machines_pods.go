@@ -5,46 +5,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/region/api"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // A machine composed on a pod knows its pod (Machine.Pod): its power goes through the pod's
-// rack, and deleting it takes the VM with it or is refused.
-
-func newMachinesPowerCommand() *cobra.Command {
-	c := &cobra.Command{
-		Use:   "power on|off|cycle KEY",
-		Short: "Power a machine composed on a pod on, off or through a cycle",
-		Long: "Power a VM composed on a KVM pod through the pod's rack (a PodPower workflow on the rack's worker) and print its power state. " +
-			"off is a hard stop, as a pulled plug. Only machines composed on a pod (their Pod is set) have a power driver yet. " +
-			"Takes an operator or admin token. " + machines.keyHelp(),
-		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			action, err := api.ParsePowerAction(args[0])
-			if err != nil {
-				return err
-			}
-			m, pod, err := podOfMachine(cmd, args[1])
-			if err != nil {
-				return err
-			}
-			var res rackacts.PowerVMResult
-			w := podWork{id: workflows.PodPowerID(m.Uuid), workflow: workflows.PodPower,
-				input: func(t workflows.PodTarget) any {
-					return workflows.PodPowerInput{PodVMInput: workflows.PodVMInput{PodTarget: t, Machine: m.Uuid}, Action: action}
-				}}
-			if err := runPodWork(cmd, pod, w, &res); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Machine %s is %s\n", m.Name, res.State)
-			return err
-		},
-	}
-	addTemporalFlags(c)
-	return c
-}
+// rack (machines_power.go), and deleting it takes the VM with it or is refused.
 
 // podOfMachine reads machine key and the pod it was composed on.
 func podOfMachine(cmd *cobra.Command, key string) (api.Machine, api.Pod, error) {

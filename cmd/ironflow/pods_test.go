@@ -155,8 +155,8 @@ func TestPodVMMachineDeleteAndPowerRefusals(t *testing.T) {
 	}{
 		{[]string{"machines", "delete", "Name:metal-1", "--decompose"}, "--decompose: machine metal-1 was not composed on a pod"},
 		{[]string{"machines", "delete", "Name:vm-1", "--decompose", "--force"}, "--decompose and --force: give one"},
-		{[]string{"machines", "power", "on", "Name:metal-1"}, "machine metal-1 was not composed on a pod"},
-		{[]string{"machines", "power", "reset", "Name:vm-1"}, `power action "reset": want on, off or cycle`},
+		{[]string{"machines", "power", "on", "Name:metal-1"}, "machine metal-1 has no power driver in Ironflow"},
+		{[]string{"machines", "power", "reset", "Name:vm-1"}, `power action "reset": want on, off, cycle or status`},
 	} {
 		if code, _, stderr := f.cli(t, "", c.args...); code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)

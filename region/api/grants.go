@@ -27,6 +27,9 @@ const (
 	// GrantPod authorises operations on one KVM pod of the issuing region (refresh, compose,
 	// decompose, power of its VMs); it has no TargetRegion.
 	GrantPod = "pod"
+	// GrantPower authorises power actions on one machine of the issuing region (through its
+	// rack); it has no TargetRegion and is refused while a migration holds the machine.
+	GrantPower = "power"
 )
 
 // DefaultGrantTTL is the validity of a grant when the request does not say: long enough to

@@ -64,6 +64,9 @@ type Machine struct {
 	Status     string    `json:"Status,omitempty"`
 	BMCAddress string    `json:"BMCAddress,omitempty"`
 	Enlisted   *Enlisted `json:"Enlisted,omitempty"`
+
+	// Power is the machine's power driver and last seen power state (region/api/power.go).
+	Power *PowerInfo `json:"Power,omitempty"`
 }
 
 // Meta keys with a meaning to Ironflow.

@@ -37,9 +37,9 @@ func (s *Server) issueGrant(w http.ResponseWriter, r *http.Request, c *call) err
 		return err
 	}
 	switch {
-	case req.Kind == api.GrantPod && req.TargetRegion != "":
-		return errorf(http.StatusUnprocessableEntity, "a pod grant authorises work on a pod of region %s and names no TargetRegion", s.cfg.Name)
-	case req.Kind != api.GrantPod && strings.TrimSpace(req.TargetRegion) == "":
+	case regionLocal(req.Kind) && req.TargetRegion != "":
+		return errorf(http.StatusUnprocessableEntity, "a %s grant authorises work in region %s and names no TargetRegion", req.Kind, s.cfg.Name)
+	case !regionLocal(req.Kind) && strings.TrimSpace(req.TargetRegion) == "":
 		return errorf(http.StatusUnprocessableEntity, "a grant needs the TargetRegion of the move")
 	case req.TargetRegion == s.cfg.Name:
 		return errorf(http.StatusUnprocessableEntity, "a move from region %s to itself needs no grant", s.cfg.Name)
@@ -55,13 +55,15 @@ func (s *Server) issueGrant(w http.ResponseWriter, r *http.Request, c *call) err
 		claims.Subject, err = s.uuidOf(r.Context(), api.KindRacks, req.Key)
 	case api.GrantPod:
 		claims.Subject, err = s.uuidOf(r.Context(), api.KindPods, req.Key)
+	case api.GrantPower:
+		claims.Subject, err = s.unheldMachine(r.Context(), req.Key)
 	case api.GrantBulk:
 		if req.Selector.Pool == "" && req.Selector.Rack == "" && len(req.Selector.Names) == 0 {
 			return errorf(http.StatusUnprocessableEntity, "a bulk grant needs a selector: a pool, a rack or machine names")
 		}
 		claims.Selector = req.Selector
 	default:
-		return errorf(http.StatusUnprocessableEntity, "grant Kind %q is not one of %s, %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk, api.GrantPod)
+		return errorf(http.StatusUnprocessableEntity, "grant Kind %q is not one of %s, %s, %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk, api.GrantPod, api.GrantPower)
 	}
 	if err != nil {
 		return err
@@ -188,13 +190,41 @@ func (s *Server) covered(ctx context.Context, g api.GrantClaims, req api.GrantCh
 			return "", "", refuse()
 		}
 		return api.KindPods, id, nil
+	case api.GrantPower:
+		id, err := s.unheldMachine(ctx, req.Key)
+		if err != nil {
+			return "", "", err
+		}
+		if g.Kind != api.GrantPower || g.Subject != id {
+			return "", "", refuse()
+		}
+		return api.KindMachines, id, nil
 	case api.GrantBulk:
 		if g.Kind != api.GrantBulk {
 			return "", "", refuse()
 		}
 		return eventKindBulk, g.ID, nil
 	}
-	return "", "", errorf(http.StatusUnprocessableEntity, "grant check Kind %q is not one of %s, %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk, api.GrantPod)
+	return "", "", errorf(http.StatusUnprocessableEntity, "grant check Kind %q is not one of %s, %s, %s, %s, %s", req.Kind, api.GrantMachine, api.GrantRack, api.GrantBulk, api.GrantPod, api.GrantPower)
+}
+
+// regionLocal says whether a grant kind authorises work in the issuing region (no move).
+func regionLocal(kind string) bool { return kind == api.GrantPod || kind == api.GrantPower }
+
+// unheldMachine resolves a machine key to its UUID and refuses (409, naming the holder) a
+// machine a migration holds: its power must not change while it changes region.
+func (s *Server) unheldMachine(ctx context.Context, key string) (string, error) {
+	if strings.TrimSpace(key) == "" {
+		return "", errorf(http.StatusUnprocessableEntity, "a power grant needs the Key of the machine")
+	}
+	m, holder, err := s.st.PowerHold(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if holder != "" {
+		return "", errorf(http.StatusConflict, "machine %s is held by migration %s: no power action until it ends", m.Name, holder)
+	}
+	return m.Uuid, nil
 }
 
 // eventKindBulk is the Kind of the audit event of an authorised bulk migration.

@@ -41,10 +41,11 @@ var permissions = map[string]map[string]grant{
 		resRackSecret: {read: denied, write: denied},
 	},
 	api.RoleReadonly: {
-		resOther:      {read: granted, write: denied},
-		api.KindUsers: {read: denied, write: denied},
-		resRackSecret: {read: denied, write: denied},
-		resSecrets:    {read: denied, write: denied},
+		resOther:           {read: granted, write: denied},
+		api.KindUsers:      {read: denied, write: denied},
+		resRackSecret:      {read: denied, write: denied},
+		resSecrets:         {read: denied, write: denied},
+		resPowerCredential: {read: denied, write: denied},
 	},
 	// A rack writes only through the rack API, which confines it to its own rack; the generic
 	// routes would let it rewrite any rack or lease.
@@ -56,6 +57,8 @@ var permissions = map[string]map[string]grant{
 		resRackSecret:   {read: denied, write: denied},
 		resSecrets:      {read: denied, write: denied},
 		resRackTransfer: {read: denied, write: denied},
+		// Its own machines' BMC credentials only (region/store/power.go rackMachine).
+		resPowerCredential: {read: granted, write: denied},
 	},
 	api.RoleMachine: {
 		resOther:         {read: denied, write: denied},

@@ -138,6 +138,7 @@ func (s *Server) routes() {
 	s.grantRoutes()
 	s.agentRoutes()
 	s.secretRoutes()
+	s.powerRoutes()
 	s.syslogRoutes()
 	s.enlistRoutes()
 	for _, k := range kinds {

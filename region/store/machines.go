@@ -23,6 +23,7 @@ var machines = newKind(kind[api.Machine]{
 	columns: func(m *api.Machine) []column {
 		return []column{{"uuid", m.Uuid}, {"name", m.Name}, {"pool", nullable(m.Pool)}}
 	},
+	prepare:  keepPower,
 	validate: validateMachine,
 	check:    addressFree,
 	beforeDelete: func(ctx context.Context, tx pgx.Tx, by Principal, m *api.Machine, force bool) error {

@@ -1,0 +1,64 @@
+package rack
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/rack/power"
+	"github.com/ironflow/ironflow/rack/power/ipmi"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// DefaultPowerPollInterval is how often a rack checks the power state of its machines.
+const DefaultPowerPollInterval = 5 * time.Minute
+
+// powerDrivers are the drivers a rack opens by a machine's power type (a pod VM's virsh comes
+// from the pods' dialer).
+var powerDrivers = power.Drivers{
+	api.PowerTypeIPMI:   ipmi.Open,
+	api.PowerTypeManual: power.OpenManual,
+}
+
+// regionAPI implements rackacts.PowerRegion with the rack's token through the region link.
+
+// Machine implements rackacts.PowerRegion.
+func (r regionAPI) Machine(ctx context.Context, key string) (api.Machine, error) {
+	return r.region().Machines().Get(asRack(ctx), key)
+}
+
+// RackMachines implements rackacts.PowerRegion.
+func (r regionAPI) RackMachines(ctx context.Context) ([]api.Machine, error) {
+	return r.region().Machines().List(asRack(ctx), url.Values{"Rack": {r.rack}, "limit": {strconv.Itoa(api.MaxPageSize)}})
+}
+
+// PowerCredential implements rackacts.PowerRegion.
+func (r regionAPI) PowerCredential(ctx context.Context, machine string) (api.PowerCredential, error) {
+	return r.region().PowerCredential(asRack(ctx), r.rack, machine)
+}
+
+// ReportPower implements rackacts.PowerRegion.
+func (r regionAPI) ReportPower(ctx context.Context, machine string, rep api.PowerReport) (api.Machine, error) {
+	return r.region().ReportPower(asRack(ctx), r.rack, machine, rep)
+}
+
+// pollPower checks the power state of the rack's machines every interval, the first time one
+// interval after the start, until ctx ends; machines it cannot check show the error on the
+// region and are logged here.
+func pollPower(ctx context.Context, every time.Duration, acts *rackacts.Activities, log *slog.Logger) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := rackacts.PollPower(asRack(ctx), acts); err != nil && ctx.Err() == nil {
+			log.Warn("power poll", "error", err)
+		}
+	}
+}
