@@ -52,6 +52,9 @@ func TestPodWorkflowsOnDevServer(t *testing.T) {
 		{"pod_power_history.json", func() string { return workflows.PodPowerID(machine) }, workflows.PodPower, func() any {
 			return workflows.PodPowerInput{PodVMInput: workflows.PodVMInput{PodTarget: podTarget(), Machine: machine}, Action: api.PowerCycle}
 		}, &rackacts.PowerVMResult{}, ""},
+		{"machine_power_history.json", func() string { return workflows.MachinePowerID(machine) }, workflows.MachinePower, func() any {
+			return workflows.MachinePowerInput{Machine: machine, Rack: podRackUUID, Grant: "grant", Action: api.PowerOn}
+		}, &rackacts.PowerMachineResult{}, ""},
 		{"pod_decompose_history.json", func() string { return workflows.PodDecomposeID(machine) }, workflows.PodDecompose, func() any { return workflows.PodVMInput{PodTarget: podTarget(), Machine: machine} }, nil, ""},
 		{"pod_compose_undone_history.json", func() string { return workflows.PodComposeID(podUUID, "vm-1") }, workflows.PodCompose, func() any { return composeInput() }, nil, "DeclareVM"},
 	}
@@ -101,6 +104,6 @@ func startedBy(ctx context.Context, t *testing.T, c client.Client, run client.Wo
 
 // TestReplayPodHistories replays the recorded pod workflow histories against the current code.
 func TestReplayPodHistories(t *testing.T) {
-	replayDir(t, podHistoryDir, 5, "go test ./workflows -run PodWorkflowsOnDevServer -record",
-		workflows.PodCompose, workflows.PodDecompose, workflows.PodRefresh, workflows.PodPower)
+	replayDir(t, podHistoryDir, 6, "go test ./workflows -run PodWorkflowsOnDevServer -record",
+		workflows.PodCompose, workflows.PodDecompose, workflows.PodRefresh, workflows.PodPower, workflows.MachinePower)
 }

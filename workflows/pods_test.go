@@ -56,6 +56,15 @@ func (p *podActs) VerifyPodGrant(_ context.Context, in rackacts.PodGrantInput) (
 	return rackacts.PodGrantResult{GrantedTo: "alice"}, p.enter("VerifyPodGrant")
 }
 
+// VerifyPowerGrant and PowerMachine fake the rack's machine power activities.
+func (p *podActs) VerifyPowerGrant(_ context.Context, in rackacts.PowerGrantInput) (rackacts.PodGrantResult, error) {
+	return rackacts.PodGrantResult{GrantedTo: "alice"}, p.enter("VerifyPowerGrant")
+}
+
+func (p *podActs) PowerMachine(_ context.Context, in rackacts.PowerMachineInput) (rackacts.PowerMachineResult, error) {
+	return rackacts.PowerMachineResult{State: api.PowerStateOn}, p.enter("PowerMachine")
+}
+
 func (p *podActs) ComposeVM(_ context.Context, in rackacts.ComposeVMInput) (api.ComposedVM, error) {
 	if err := p.enter("ComposeVM"); err != nil {
 		return api.ComposedVM{}, err
