@@ -22,6 +22,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/internal/buildid"
 	"github.com/ironflow/ironflow/internal/payloadcodec"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/server"
@@ -184,7 +185,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 		}
 	}
 	if opts.RunWorker {
-		if err := s.startWorker(opts.ESXi); err != nil {
+		if err := s.startWorker(ctx, opts.ESXi); err != nil {
 			return nil, err
 		}
 	}
@@ -285,12 +286,19 @@ func (s *Stack) WriteRegionsFile() (string, error) {
 	return path, nil
 }
 
-func (s *Stack) startWorker(esxi activities.ESXiConfig) error {
+// startWorker runs the migration worker as the version of this binary's build and makes it
+// current, as `ironflow worker --make-current` does: runs a stack of an earlier build left in
+// its state dir stay pinned to that build.
+func (s *Stack) startWorker(ctx context.Context, esxi activities.ESXiConfig) error {
 	regions, err := activities.NewRegions(s.RegionsConfig(), activities.DialClient)
 	if err != nil {
 		return err
 	}
-	w := workers.NewMigrationWorker(s.Client, &activities.Activities{Regions: regions, ESXi: esxi})
+	build, err := buildid.FromBinary()
+	if err != nil {
+		return err
+	}
+	w := workers.NewMigrationWorker(s.Client, &activities.Activities{Regions: regions, ESXi: esxi}, workers.Versioned(build))
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
@@ -299,7 +307,7 @@ func (s *Stack) startWorker(esxi activities.ESXiConfig) error {
 		w.Stop()
 		return nil
 	})
-	return nil
+	return workers.MakeCurrent(ctx, s.Client, build)
 }
 
 // Stop ends every part of the stack and removes a temporary state dir.

@@ -243,7 +243,7 @@ func (e *killEnv) close() {
 
 func (e *killEnv) startWorker() {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, "worker", "--temporal-address", e.s.Temporal.Address, "--regions-file", e.regionsFile, "--payload-keys", e.s.PayloadKeys)
+	cmd := exec.Command(e.bin, "worker", "--temporal-address", e.s.Temporal.Address, "--regions-file", e.regionsFile, "--payload-keys", e.s.PayloadKeys, "--make-current")
 	path := filepath.Join(e.logDir, fmt.Sprintf("worker-%d.log", len(e.workerLogs)+1))
 	logFile, err := os.Create(path)
 	if err != nil {

@@ -99,7 +99,7 @@ func TestMain(m *testing.M) {
 // startWorker runs `ironflow worker` against the stack; the test ends it by PID.
 func startWorker(t *testing.T, bin string, s *dev.Stack, regionsFile string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "worker", "--temporal-address", s.Temporal.Address, "--regions-file", regionsFile, "--payload-keys", s.PayloadKeys)
+	cmd := exec.Command(bin, "worker", "--temporal-address", s.Temporal.Address, "--regions-file", regionsFile, "--payload-keys", s.PayloadKeys, "--make-current")
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
 	if err != nil {
 		t.Fatal(err)

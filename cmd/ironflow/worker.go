@@ -48,7 +48,11 @@ func newWorkerCommand() *cobra.Command {
 		Short: "Run the orchestration worker (migrations) until interrupted",
 		Long: "Run the orchestration worker: it polls the Temporal task queue " + workflows.TaskQueue + " for the\n" +
 			"migration workflows and runs their activities against the regions of the regions file\n" +
-			"(YAML: regions: {NAME: {url: URL, token: TOKEN}}). Run as many workers as needed.",
+			"(YAML: regions: {NAME: {url: URL, token: TOKEN}}). Run as many workers as needed.\n\n" +
+			"Each worker is a version, its build ID, of the Temporal worker deployment " + workers.DeploymentName + ": a run and\n" +
+			"its children stay on the build that started them, and new runs start on the deployment's\n" +
+			"current version. To upgrade, start workers of the new build with --make-current, then stop\n" +
+			"the old ones once `temporal worker deployment describe-version` shows their build drained.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := daemonLogger(cmd, cmd.ErrOrStderr())
@@ -60,6 +64,7 @@ func newWorkerCommand() *cobra.Command {
 	}
 	addTemporalFlags(c)
 	addLogFlags(c)
+	addVersioningFlags(c)
 	f := c.Flags()
 	f.String(flagRegionsFile, defaultRegionsFile, "regions the worker may migrate between, with their tokens"+envHelp(envRegionsFile))
 	f.String(flagESXiSSHKey, "", "operator private key FILE that logs in to ESXi hosts without an agent; none: only hosts with an agent can be repointed"+envHelp(envESXiSSHKey))
@@ -125,6 +130,10 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	version, err := versioningFlags(cmd)
+	if err != nil {
+		return err
+	}
 	opts, err := temporalOptions(cmd, logger)
 	if err != nil {
 		return err
@@ -145,7 +154,7 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 	// them; without it every activity would be cut mid-call and retried from its start.
 	// The SDK builds a worker on its own client type only.
 	w := workers.NewMigrationWorker(c.Client, &activities.Activities{Regions: regions, ESXi: esxi},
-		workers.WithOptions(worker.Options{WorkerStopTimeout: workerStopTimeout}))
+		workers.WithOptions(worker.Options{WorkerStopTimeout: workerStopTimeout}), workers.Versioned(version.BuildID))
 	g, ctx := errgroup.WithContext(cmd.Context())
 	stop := make(chan any)
 	g.Go(func() error {
@@ -160,7 +169,9 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 		close(stop)
 		return nil
 	})
+	g.Go(func() error { return announceVersion(ctx, c.Client, version, logger) })
 	logger.Info("migration worker running", "task_queue", workflows.TaskQueue, "namespace", namespace, "regions_file", path,
+		"build_id", version.BuildID, "deployment", workers.DeploymentName,
 		"esxi_login_key", esxi.Login != nil, "esxi_allow_tofu", esxi.AllowTOFU)
 	err = g.Wait()
 	logger.Info("migration worker stopped")
