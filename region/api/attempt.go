@@ -27,8 +27,8 @@ type Attempt struct {
 	Number  int32
 }
 
-// IsZero reports no attempt: the call is not fenced.
-func (a Attempt) IsZero() bool { return a.Started.IsZero() && a.Number == 0 }
+// IsZero reports no attempt (none started): the call is not fenced.
+func (a Attempt) IsZero() bool { return a.Started.IsZero() }
 
 // Before reports whether a is older than b.
 func (a Attempt) Before(b Attempt) bool {
