@@ -15,6 +15,7 @@ import (
 	"github.com/ironflow/ironflow/activities/heartbeat"
 	"github.com/ironflow/ironflow/internal/backoff"
 	"github.com/ironflow/ironflow/region/api"
+	"github.com/ironflow/ironflow/region/client"
 )
 
 // The batched path of a rack transfer or a bulk run (workflows.MigrateMachineBatch): one
@@ -115,8 +116,12 @@ func (a *Activities) MigrateBatch(ctx context.Context, in BatchInput) (BatchResu
 	}
 	b := &batch{a: a, in: in}
 	if activity.IsActivity(ctx) {
-		b.resumes = activity.GetInfo(ctx).Attempt > 1
+		info := activity.GetInfo(ctx)
+		b.resumes = info.Attempt > 1
 		b.workerStop = activity.GetWorkerStopChannel(ctx)
+		// Every region step of this attempt names it, so a step still in flight when the
+		// server gives the machines to a newer attempt is refused once that one acted.
+		ctx = client.ForAttempt(ctx, api.Attempt{Started: info.StartedTime, Number: info.Attempt})
 	}
 	var srcInfo, dstInfo api.Info
 	var err error
@@ -457,12 +462,20 @@ func (mv *machineMove) activate(ctx context.Context) error {
 // fail runs the machine's undos in reverse and returns its outcome. An undo that refuses
 // because the source lost the machine (LastCopy, MachineNotFound) stops the undos, and the
 // target's copy is activated so the machine stays live on one region, as MigrateMachine does.
+// A step or undo a region refused as this attempt's, older than one that acted on the machine
+// (StaleAttempt), stops everything: the newer attempt owns the machine.
 func (mv *machineMove) fail(ctx context.Context, cause error) batchOutcome {
+	if hasType(cause, ErrTypeStaleAttempt) {
+		return batchOutcome{interrupted: true, err: cause}
+	}
 	for i := len(mv.undos) - 1; i >= 0; i-- {
 		u := mv.undos[i]
 		err := retry(ctx, batchUndoAttempts, u.do)
 		if err == nil {
 			continue
+		}
+		if hasType(err, ErrTypeStaleAttempt) {
+			return batchOutcome{interrupted: true, err: fmt.Errorf("%s: %w", u.name, err)}
 		}
 		if mv.in.Settle && !isNonRetryable(err) {
 			// Settling never gives up: the next attempt runs the undos left.

@@ -78,16 +78,24 @@ const (
 	ErrTypeRegionRefused       = "RegionRefused"
 	ErrTypeUnsafeDelete        = "UnsafeDelete"
 	ErrTypeAgentCheckInTimeout = "AgentCheckInTimeout"
+	// ErrTypeStaleAttempt: the region refused a step because a newer attempt of the batch
+	// acted on the machine (client.APIError.StaleAttempt); this attempt leaves it alone.
+	ErrTypeStaleAttempt = "StaleAttempt"
 )
 
 // classify turns a region error into an activity error: the region's 4xx answers are final
-// (retrying the same request cannot change them), while 5xx, 408, 429 and network errors are
-// returned as they are so Temporal retries them.
+// (retrying the same request cannot change them; a stale attempt's refusal is
+// ErrTypeStaleAttempt), while 5xx, 408, 429 and network errors are returned as they are so
+// Temporal retries them.
 func classify(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
 	}
 	msg := fmt.Sprintf(format, args...)
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) && apiErr.StaleAttempt() {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", msg, err), ErrTypeStaleAttempt, err)
+	}
 	if isFinal(err) {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", msg, err), ErrTypeRegionRefused, err)
 	}

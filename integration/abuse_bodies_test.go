@@ -55,6 +55,50 @@ func abuseBodies(t *testing.T, s *abuseStack) {
 			t.Errorf("rack A's lease in rack B's subnet: %+v", res)
 		}
 	})
+	t.Run("a migration step's attempt is a write's, and a malformed one is 400", func(t *testing.T) {
+		item := "/api/v1/machines/" + abuseMissing
+		steps := []struct{ method, path, body string }{
+			{"POST", item + "/quiesce", "{}"}, {"POST", item + "/unquiesce", ""}, {"POST", item + "/finalize-migration", "{}"},
+			{"POST", item + "/restore-migration", ""}, {"POST", item + "/activate", ""}, {"POST", item + "/redirect-copy", "{}"},
+			{"DELETE", item, ""},
+		}
+		valid := url.QueryEscape(api.Attempt{Started: time.Now(), Number: 1}.String())
+		garbage := []string{"x", "0@2026-03-01T12:00:00Z", "1@yesterday", "1@1970-01-01T00:00:00Z", valid + "&" + api.ParamAttempt + "=" + valid}
+		for _, st := range steps {
+			var body []byte
+			if st.body != "" {
+				body = []byte(st.body)
+			}
+			query := "?migration=migrate-machine/x&" + api.ParamAttempt + "="
+			for _, p := range []principal{readonly, ownRack} {
+				if a := s.call(t, p, st.method, st.path+query+valid, body); a.code != 403 {
+					t.Errorf("%s %s with an attempt as %s: %d %s, want 403", st.method, st.path, p, a.code, a.body)
+				}
+			}
+			for _, g := range garbage {
+				if a := s.call(t, admin, st.method, st.path+query+g, body); a.code != 400 {
+					t.Errorf("%s %s with attempt %q: %d %s, want 400", st.method, st.path, g, a.code, a.body)
+				}
+			}
+		}
+		ticket, err := s.admin.MintTicket(context.Background(), api.TicketRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest("POST", s.url+"/api/v1/machines/import?"+api.ParamAttempt+"=x", bytes.NewReader(mustJSON(t, api.ImportRequest{Migration: "migrate-machine/x"})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(api.TicketHeader, ticket.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Fatalf("import with a malformed attempt: %d, want 400", resp.StatusCode)
+		}
+	})
 	t.Run("a forged migrate ticket imports nothing", func(t *testing.T) {
 		req, err := http.NewRequest("POST", s.url+"/api/v1/machines/import", bytes.NewReader(mustJSON(t, api.ImportRequest{Migration: "migrate-machine/x"})))
 		if err != nil {

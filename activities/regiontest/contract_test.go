@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -268,6 +269,24 @@ func worker(t *testing.T, p pair) *activities.Activities {
 		t.Fatal(err)
 	}
 	return &activities.Activities{Regions: regions}
+}
+
+// fenceBase is the start of the first attempt of the fencing cases.
+var fenceBase = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+// attemptCtx is a context of attempt number n, started after fenceBase.
+func attemptCtx(n int32, after time.Duration) context.Context {
+	return client.ForAttempt(ctx, api.Attempt{Started: fenceBase.Add(after), Number: n})
+}
+
+// wantStale checks that err is a region's refusal of a stale attempt: a 409 the client tells
+// apart, and that the activities make StaleAttempt.
+func wantStale(t *testing.T, what string, err error) {
+	t.Helper()
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || !apiErr.StaleAttempt() {
+		t.Errorf("%s: %v, want a 409 refusing a stale attempt", what, err)
+	}
 }
 
 func errorType(err error) string {
@@ -668,6 +687,71 @@ var contract = []contractCase{
 		}
 		_, err = p.src.rack.ReleaseRackOperations(ctx, rackUUID, tooMany)
 		wantStatus(t, "a hand-over of more than one rack's queue", err, http.StatusRequestEntityTooLarge)
+	}},
+	{"a stale attempt's steps are refused once a newer attempt acted, and change nothing", func(t *testing.T, p pair) {
+		first, second := attemptCtx(1, 0), attemptCtx(2, time.Minute)
+		seed(t, p.src)
+		must[api.Machine](t, "quiesce by the first attempt")(p.src.Quiesce(first, machineUUID, api.QuiesceRequest{Migration: migration}))
+		must[api.Machine](t, "quiesce again by the second")(p.src.Quiesce(second, machineUUID, api.QuiesceRequest{Migration: migration}))
+		must[api.Machine](t, "the same attempt again")(p.src.Quiesce(second, machineUUID, api.QuiesceRequest{Migration: migration}))
+		_, err := p.src.Quiesce(first, machineUUID, api.QuiesceRequest{Migration: migration})
+		wantStale(t, "quiesce by the first attempt", err)
+		_, err = p.src.UnquiesceFor(first, machineUUID, migration)
+		wantStale(t, "unquiesce by the first attempt", err)
+		if m := getMachine(t, p.src); m.Runnable || m.Meta[api.MetaMigrating] != migration {
+			t.Errorf("source after the stale unquiesce: Runnable %v, migrating %q; want it still quiesced", m.Runnable, m.Meta[api.MetaMigrating])
+		}
+		ticket := must[api.Ticket](t, "mint")(p.dst.MintTicket(ctx, api.TicketRequest{}))
+		b := must[api.Bundle](t, "export")(p.src.Export(second, machineUUID))
+		imp := api.ImportRequest{Ticket: ticket.Token, Bundle: b, Migration: migration}
+		must[api.Machine](t, "import by the second attempt")(p.dst.Import(second, imp))
+		_, err = p.dst.Import(first, imp)
+		wantStale(t, "import by the first attempt", err)
+		must[api.Machine](t, "import again by the second")(p.dst.Import(second, imp))
+		_, err = p.src.FinalizeMigrationFor(first, machineUUID, migration, api.FinalizeRequest{RedirectEndpoint: p.dst.url})
+		wantStale(t, "finalize by the first attempt", err)
+		if m := getMachine(t, p.src); m.Meta[api.MetaRedirectEndpoint] != "" {
+			t.Errorf("the stale finalize made a stub: %+v", m)
+		}
+		for range 2 {
+			must[api.Machine](t, "finalize by the second attempt")(p.src.FinalizeMigrationFor(second, machineUUID, migration, api.FinalizeRequest{RedirectEndpoint: p.dst.url}))
+		}
+		_, err = p.src.RestoreMigrationFor(first, machineUUID, migration)
+		wantStale(t, "restore by the first attempt", err)
+		_, err = p.dst.ActivateFor(first, machineUUID, migration)
+		wantStale(t, "activate by the first attempt", err)
+		_, err = p.dst.RedirectCopy(first, machineUUID, api.RedirectCopyRequest{RedirectEndpoint: p.src.url, Migration: migration})
+		wantStale(t, "redirect the copy by the first attempt", err)
+		wantStale(t, "delete the copy by the first attempt", p.dst.DeleteMachine(first, machineUUID, migration))
+		if m := getMachine(t, p.src); m.Meta[api.MetaRedirectEndpoint] != p.dst.url {
+			t.Errorf("source after the stale steps: %+v, want the stub redirecting to the target", m)
+		}
+		if m := getMachine(t, p.dst); m.Runnable || m.Meta[api.MetaRedirectEndpoint] != "" {
+			t.Errorf("target after the stale steps: %+v, want the inactive copy", m)
+		}
+		must[api.Machine](t, "activate by the second attempt")(p.dst.ActivateFor(second, machineUUID, migration))
+		// The copy is no longer held, and its fence still refuses the older attempt: its
+		// undo must not delete the live machine.
+		wantStale(t, "delete the live machine by the first attempt", p.dst.DeleteMachine(first, machineUUID, migration))
+		// A settling batch is a new activity: its first attempt started after the second.
+		must[api.Machine](t, "activate by a later activity's first attempt")(p.dst.ActivateFor(attemptCtx(1, 2*time.Minute), machineUUID, migration))
+		// Steps naming no attempt (the per-machine path, older workers) are not fenced.
+		must[api.Machine](t, "activate naming no attempt")(p.dst.ActivateFor(ctx, machineUUID, migration))
+		if m := getMachine(t, p.dst); !m.Runnable {
+			t.Errorf("target after the stale delete: %+v, want the live machine", m)
+		}
+	}},
+	{"a stale quiesce after a newer attempt's undo holds nothing", func(t *testing.T, p pair) {
+		seed(t, p.src)
+		must[api.Machine](t, "quiesce by the first attempt")(p.src.Quiesce(attemptCtx(1, 0), machineUUID, api.QuiesceRequest{Migration: migration}))
+		must[api.Machine](t, "unquiesce by a settling batch")(p.src.UnquiesceFor(attemptCtx(1, time.Minute), machineUUID, migration))
+		_, err := p.src.Quiesce(attemptCtx(1, 0), machineUUID, api.QuiesceRequest{Migration: migration})
+		wantStale(t, "the first attempt's quiesce landing late", err)
+		if m := getMachine(t, p.src); !m.Runnable || m.Meta[api.MetaMigrating] != "" {
+			t.Errorf("source after the stale quiesce: Runnable %v, migrating %q; want it live", m.Runnable, m.Meta[api.MetaMigrating])
+		}
+		// Another migration's batch replaces the fence.
+		must[api.Machine](t, "quiesce by another migration's first attempt")(p.src.Quiesce(attemptCtx(1, 0), machineUUID, api.QuiesceRequest{Migration: other}))
 	}},
 	{"every primitive answers 404 for no machine", func(t *testing.T, p pair) {
 		calls := map[string]func() error{

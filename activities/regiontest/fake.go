@@ -32,6 +32,7 @@ type Region struct {
 	racks     map[string]*rackState  // by UUID
 	ops       []*pendingOp           // queued rack operations, oldest first
 	opSeq     int64
+	fences    map[string]fence   // by machine UUID
 	failures  map[string]failure // by method name
 	holds     map[string]*hold   // by method name: the next call waits for its release
 	checks    []api.GrantCheck   // the grant checks asked, in order
@@ -88,6 +89,7 @@ func New(name, url string, journal *Journal) *Region {
 		snapshots: map[string]snapshot{},
 		tickets:   map[string]*ticket{},
 		racks:     map[string]*rackState{},
+		fences:    map[string]fence{},
 		failures:  map[string]failure{},
 		holds:     map[string]*hold{},
 		journal:   journal,
@@ -286,14 +288,19 @@ func (r *Region) GetJob(_ context.Context, key string) (api.Job, error) {
 
 // DeleteMachine implements activities.Region: a machine a migration holds is deleted only
 // for that migration, and its import's tickets close.
-func (r *Region) DeleteMachine(_ context.Context, key, migration string) error {
+func (r *Region) DeleteMachine(ctx context.Context, key, migration string) error {
 	_, err := onMachine(r, "DeleteMachine", key, func(m api.Machine) (struct{}, error) {
 		if held := r.holder(m); held != "" && held != migration {
 			return struct{}{}, apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s and cannot be deleted while that migration may still need it", m.Name, m.Uuid, held)
 		}
-		r.closeTickets(m.Uuid)
-		r.remove(m.Uuid)
-		return struct{}{}, nil
+		if migration == "" && client.AttemptOf(ctx).IsZero() {
+			delete(r.fences, m.Uuid) // an operator's delete: the machine is gone for good
+		}
+		return fenced(ctx, r, m, migration, func() (struct{}, error) {
+			r.closeTickets(m.Uuid)
+			r.remove(m.Uuid)
+			return struct{}{}, nil
+		})
 	})
 	return err
 }

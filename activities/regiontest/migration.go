@@ -46,14 +46,15 @@ func (r *Region) holder(m api.Machine) string {
 }
 
 // onHeldMachine is onMachine for a step of migration ("" names none): a machine another
-// migration holds is a conflict.
-func onHeldMachine[T any](r *Region, method, key, migration string, fn func(m api.Machine) (T, error)) (T, error) {
+// migration holds is a conflict, and so is a step of an attempt older than one that acted on
+// the machine (checkFence).
+func onHeldMachine[T any](ctx context.Context, r *Region, method, key, migration string, fn func(m api.Machine) (T, error)) (T, error) {
 	return onMachine(r, method, key, func(m api.Machine) (T, error) {
 		if held := r.holder(m); migration != "" && held != "" && held != migration {
 			var zero T
 			return zero, apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s; migration %s may not act on it", m.Name, m.Uuid, held, migration)
 		}
-		return fn(m)
+		return fenced(ctx, r, m, migration, func() (T, error) { return fn(m) })
 	})
 }
 
@@ -126,36 +127,43 @@ func (r *Region) MintTicket(context.Context, api.TicketRequest) (api.Ticket, err
 }
 
 // Quiesce implements activities.Region.
-func (r *Region) Quiesce(_ context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
+func (r *Region) Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
 	return onMachine(r, "Quiesce", key, func(m api.Machine) (api.Machine, error) {
 		if strings.TrimSpace(req.Migration) == "" {
 			return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "quiesce needs the migration that holds the machine")
 		}
-		switch held := m.Meta[api.MetaMigrating]; {
+		held := m.Meta[api.MetaMigrating]
+		switch {
 		case isStub(m):
 			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was already migrated to %s", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
-		case held == req.Migration:
-			return cloneMachine(m), nil
-		case held != "":
+		case held != "" && held != req.Migration:
 			return api.Machine{}, apiErr(http.StatusConflict, "machine %s is being migrated by %s", m.Uuid, held)
-		case m.WorkOrderMode:
+		case held == "" && m.WorkOrderMode:
 			return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
 		}
-		r.snapshots[m.Uuid] = snapshot{migration: req.Migration, machine: cloneMachine(m), jobs: r.jobsOf(m.Uuid)}
-		m = cloneMachine(m)
-		m.Runnable = false
-		if m.Meta == nil {
-			m.Meta = map[string]string{}
-		}
-		m.Meta[api.MetaMigrating] = req.Migration
-		r.machines[m.Uuid] = m
-		return cloneMachine(m), nil
+		return fenced(ctx, r, m, req.Migration, func() (api.Machine, error) { return r.quiesce(m, req.Migration, held), nil })
 	})
 }
 
+// quiesce holds m for migration, unless it holds it already (held).
+func (r *Region) quiesce(m api.Machine, migration, held string) api.Machine {
+	if held == migration {
+		return cloneMachine(m)
+	}
+	r.snapshots[m.Uuid] = snapshot{migration: migration, machine: cloneMachine(m), jobs: r.jobsOf(m.Uuid)}
+	m = cloneMachine(m)
+	m.Runnable = false
+	if m.Meta == nil {
+		m.Meta = map[string]string{}
+	}
+	m.Meta[api.MetaMigrating] = migration
+	r.machines[m.Uuid] = m
+	return cloneMachine(m)
+}
+
 // UnquiesceFor implements activities.Region: without a snapshot the machine is unchanged.
-func (r *Region) UnquiesceFor(_ context.Context, key, migration string) (api.Machine, error) {
-	return onHeldMachine(r, "Unquiesce", key, migration, func(m api.Machine) (api.Machine, error) {
+func (r *Region) UnquiesceFor(ctx context.Context, key, migration string) (api.Machine, error) {
+	return onHeldMachine(ctx, r, "Unquiesce", key, migration, func(m api.Machine) (api.Machine, error) {
 		snap, ok := r.snapshots[m.Uuid]
 		switch {
 		case !ok:
@@ -198,7 +206,7 @@ func (r *Region) Export(_ context.Context, key string) (api.Bundle, error) {
 // Import implements activities.Region: the ticket is checked and spent (again for the same
 // machine while that import is open), the machine arrives inactive over nothing, its own
 // stub or an inactive earlier import, and the destination's profiles win.
-func (r *Region) Import(_ context.Context, req api.ImportRequest) (api.Machine, error) {
+func (r *Region) Import(ctx context.Context, req api.ImportRequest) (api.Machine, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := cloneMachine(req.Bundle.Machine)
@@ -208,6 +216,11 @@ func (r *Region) Import(_ context.Context, req api.ImportRequest) (api.Machine, 
 	if isStub(m) {
 		return api.Machine{}, apiErr(http.StatusUnprocessableEntity, "the bundle's machine %s (%s) is a stub migrated to %s", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
 	}
+	return fenced(ctx, r, m, req.Migration, func() (api.Machine, error) { return r.importMachine(req, m) })
+}
+
+// importMachine stores m, the machine of req's bundle.
+func (r *Region) importMachine(req api.ImportRequest, m api.Machine) (api.Machine, error) {
 	t, reused, err := r.ticketFor(req.Ticket, m.Uuid)
 	if err != nil {
 		return api.Machine{}, err
@@ -285,8 +298,8 @@ func (r *Region) ticketFor(token, machine string) (t *ticket, reused bool, err e
 
 // FinalizeMigrationFor implements activities.Region: the quiesced machine becomes the locked
 // stub redirecting to the endpoint; again to the same endpoint changes nothing.
-func (r *Region) FinalizeMigrationFor(_ context.Context, key, migration string, req api.FinalizeRequest) (api.Machine, error) {
-	return onHeldMachine(r, "FinalizeMigration", key, migration, func(m api.Machine) (api.Machine, error) {
+func (r *Region) FinalizeMigrationFor(ctx context.Context, key, migration string, req api.FinalizeRequest) (api.Machine, error) {
+	return onHeldMachine(ctx, r, "FinalizeMigration", key, migration, func(m api.Machine) (api.Machine, error) {
 		if to := m.Meta[api.MetaRedirectEndpoint]; to == req.RedirectEndpoint {
 			return cloneMachine(m), nil
 		} else if to != "" {
@@ -326,7 +339,7 @@ func (r *Region) stub(m api.Machine, endpoint string, archive func(api.Job) bool
 
 // RedirectCopy implements activities.Region: an inactive imported copy becomes a stub
 // redirecting to the endpoint, for the migration that imported it only.
-func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
+func (r *Region) RedirectCopy(ctx context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
 	return onMachine(r, "RedirectCopy", key, func(m api.Machine) (api.Machine, error) {
 		switch to := m.Meta[api.MetaRedirectEndpoint]; {
 		case to == req.RedirectEndpoint:
@@ -341,19 +354,21 @@ func (r *Region) RedirectCopy(_ context.Context, key string, req api.RedirectCop
 		if held := r.holder(m); held != "" && held != req.Migration {
 			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is held by migration %s; only that migration may undo its copy", m.Name, m.Uuid, held)
 		}
-		if !slices.ContainsFunc(slices.Collect(maps.Values(r.tickets)), func(t *ticket) bool { return t.machine == m.Uuid }) {
-			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was not imported into this region; only an imported copy can redirect", m.Name, m.Uuid)
-		}
-		s := r.stub(m, req.RedirectEndpoint, func(api.Job) bool { return true })
-		r.closeTickets(m.Uuid)
-		return s, nil
+		return fenced(ctx, r, m, req.Migration, func() (api.Machine, error) {
+			if !slices.ContainsFunc(slices.Collect(maps.Values(r.tickets)), func(t *ticket) bool { return t.machine == m.Uuid }) {
+				return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) was not imported into this region; only an imported copy can redirect", m.Name, m.Uuid)
+			}
+			s := r.stub(m, req.RedirectEndpoint, func(api.Job) bool { return true })
+			r.closeTickets(m.Uuid)
+			return s, nil
+		})
 	})
 }
 
 // RestoreMigrationFor implements activities.Region: a stub's machine and jobs come back from
 // the quiesce snapshot, still quiesced; a machine that is not a stub is unchanged.
-func (r *Region) RestoreMigrationFor(_ context.Context, key, migration string) (api.Machine, error) {
-	return onHeldMachine(r, "RestoreMigration", key, migration, func(m api.Machine) (api.Machine, error) {
+func (r *Region) RestoreMigrationFor(ctx context.Context, key, migration string) (api.Machine, error) {
+	return onHeldMachine(ctx, r, "RestoreMigration", key, migration, func(m api.Machine) (api.Machine, error) {
 		if !isStub(m) {
 			return cloneMachine(m), nil
 		}
@@ -377,8 +392,8 @@ func (r *Region) RestoreMigrationFor(_ context.Context, key, migration string) (
 
 // ActivateFor implements activities.Region: an imported copy goes live and its import's
 // tickets close; a stub or a quiesced machine is a conflict.
-func (r *Region) ActivateFor(_ context.Context, key, migration string) (api.Machine, error) {
-	return onHeldMachine(r, "Activate", key, migration, func(m api.Machine) (api.Machine, error) {
+func (r *Region) ActivateFor(ctx context.Context, key, migration string) (api.Machine, error) {
+	return onHeldMachine(ctx, r, "Activate", key, migration, func(m api.Machine) (api.Machine, error) {
 		switch {
 		case isStub(m):
 			return api.Machine{}, apiErr(http.StatusConflict, "machine %s (%s) is a stub migrated to %s; activate it there", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])

@@ -257,4 +257,6 @@ type Info struct {
 type Error struct {
 	Error string `json:"Error"`
 	Code  int    `json:"Code"`
+	// Reason tells apart refusals a caller acts on differently (ReasonStaleAttempt).
+	Reason string `json:"Reason,omitempty"`
 }

@@ -296,7 +296,7 @@ func decodeFailure(resp *http.Response) error {
 	}
 	var e api.Error
 	if json.Unmarshal(data, &e) == nil && e.Error != "" {
-		return &APIError{StatusCode: resp.StatusCode, Message: e.Error}
+		return &APIError{StatusCode: resp.StatusCode, Message: e.Error, Reason: e.Reason}
 	}
 	msg := strings.TrimSpace(string(data))
 	if msg == "" {
@@ -346,7 +346,13 @@ type APIError struct {
 	// Foreign is set when the body was not a region's error document: the answer may come
 	// from a proxy, or from a server that is not an Ironflow region at all.
 	Foreign bool
+	// Reason is the region's api.Error.Reason, "" when it gave none.
+	Reason string
 }
+
+// StaleAttempt reports a step refused because a newer attempt of its migration acted on the
+// machine (api.ReasonStaleAttempt): the attempt that sent it must leave the machine alone.
+func (e *APIError) StaleAttempt() bool { return e.Reason == api.ReasonStaleAttempt }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.StatusCode) }
 

@@ -15,9 +15,43 @@ func (c *Client) MintTicket(ctx context.Context, req api.TicketRequest) (api.Tic
 	return call[api.Ticket](ctx, c, Request{Method: http.MethodPost, Path: apiPath("migrate-tickets"), Body: req})
 }
 
+// ForAttempt marks ctx as the context of attempt a of a batch activity: every migration step
+// a Client sends with it (quiesce, unquiesce, import, finalize, restore, activate,
+// redirect-copy, a delete for a migration) names a in ?attempt= (api.ParamAttempt), and the
+// region refuses it once a newer attempt of its migration acted on the machine
+// (APIError.StaleAttempt). It travels in the context so that no step of the attempt can leave
+// it out. A zero a marks nothing.
+func ForAttempt(ctx context.Context, a api.Attempt) context.Context {
+	if a.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, attemptKey{}, a)
+}
+
+type attemptKey struct{}
+
+// AttemptOf returns the attempt ctx is marked with (ForAttempt), zero when none.
+func AttemptOf(ctx context.Context) api.Attempt {
+	a, _ := ctx.Value(attemptKey{}).(api.Attempt)
+	return a
+}
+
+// withAttempt adds ctx's attempt (ForAttempt) to the query of a migration step.
+func withAttempt(ctx context.Context, query url.Values) url.Values {
+	a := AttemptOf(ctx)
+	if a.IsZero() {
+		return query
+	}
+	if query == nil {
+		query = url.Values{}
+	}
+	query.Set(api.ParamAttempt, a.String())
+	return query
+}
+
 // Quiesce stops the machine at key on this (source) region and snapshots it.
 func (c *Client) Quiesce(ctx context.Context, key string, req api.QuiesceRequest) (api.Machine, error) {
-	return callKey[api.Machine](ctx, c, http.MethodPost, req, api.KindMachines, key, "quiesce")
+	return machineStep(ctx, c, key, "quiesce", "", req) // the body names the migration
 }
 
 // Unquiesce restores the machine at key on the source from its snapshot (compensation of Quiesce).
@@ -33,7 +67,7 @@ func (c *Client) UnquiesceFor(ctx context.Context, key, migration string) (api.M
 
 // machineStep posts action, with in as its body, on the machine at key for migration (a
 // workflow ID; "" names none), named in the query as DeleteForMigration names it: the region
-// refuses the step when another migration holds the machine.
+// refuses the step when another migration holds the machine, or a newer attempt acted on it.
 func machineStep(ctx context.Context, c *Client, key, action, migration string, in any) (api.Machine, error) {
 	path, err := keyPath(api.KindMachines, key, action)
 	if err != nil {
@@ -43,7 +77,7 @@ func machineStep(ctx context.Context, c *Client, key, action, migration string, 
 	if migration != "" {
 		query = url.Values{"migration": {migration}}
 	}
-	return call[api.Machine](ctx, c, Request{Method: http.MethodPost, Path: path, Query: query, Body: in})
+	return call[api.Machine](ctx, c, Request{Method: http.MethodPost, Path: path, Query: withAttempt(ctx, query), Body: in})
 }
 
 // Export returns the bundle (machine, jobs, logs, profiles) of the machine at key on the source.
@@ -55,7 +89,7 @@ func (c *Client) Export(ctx context.Context, key string) (api.Bundle, error) {
 // travels in api.TicketHeader.
 func (c *Client) Import(ctx context.Context, req api.ImportRequest) (api.Machine, error) {
 	return call[api.Machine](ctx, c, Request{Method: http.MethodPost, Path: apiPath(api.KindMachines, "import"),
-		Header: http.Header{api.TicketHeader: {req.Ticket}}, Body: req})
+		Query: withAttempt(ctx, nil), Header: http.Header{api.TicketHeader: {req.Ticket}}, Body: req})
 }
 
 // FinalizeMigration turns the machine at key on the source into a locked stub redirecting
@@ -87,7 +121,7 @@ func (c *Client) DeleteForMigration(ctx context.Context, key, migration string) 
 	if err != nil {
 		return err
 	}
-	return c.send(ctx, Request{Method: http.MethodDelete, Path: path, Query: url.Values{"migration": {migration}}})
+	return c.send(ctx, Request{Method: http.MethodDelete, Path: path, Query: withAttempt(ctx, url.Values{"migration": {migration}})})
 }
 
 // Activate makes the imported machine at key runnable and available on this (destination) region.

@@ -11,7 +11,7 @@ import (
 // locked stub redirecting to req.RedirectEndpoint, the source (compensation of an import
 // after the source may have redirected the machine's agent here).
 func (c *Client) RedirectCopy(ctx context.Context, key string, req api.RedirectCopyRequest) (api.Machine, error) {
-	return callKey[api.Machine](ctx, c, http.MethodPost, req, api.KindMachines, key, "redirect-copy")
+	return machineStep(ctx, c, key, "redirect-copy", "", req) // the body names the migration
 }
 
 // RecordCompensationDecision audits on this (source) region an operator's answer to the stuck

@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/ironflow/ironflow/region/api"
-	"github.com/ironflow/ironflow/region/store"
 )
 
 // Query parameters of list calls that are not filters.
@@ -132,8 +131,12 @@ func (s *Server) remove(k kind) handlerFunc {
 		if err != nil {
 			return err
 		}
-		// A migration names itself to delete what it holds (store.ForMigration).
-		ctx := store.ForMigration(r.Context(), r.URL.Query().Get(paramMigration))
+		// A migration names itself to delete what it holds (store.ForMigration), and its
+		// attempt (store.ForAttempt).
+		ctx, err := stepContext(r)
+		if err != nil {
+			return err
+		}
 		if err := s.st.Delete(ctx, c.by, k.name, r.PathValue("key"), force); err != nil {
 			return err
 		}

@@ -61,7 +61,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ironflow"`)
 	}
-	writeJSON(w, code, api.Error{Error: msg, Code: code})
+	e := api.Error{Error: msg, Code: code}
+	if errors.Is(err, store.ErrStaleAttempt) {
+		e.Reason = api.ReasonStaleAttempt
+	}
+	writeJSON(w, code, e)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

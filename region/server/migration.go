@@ -34,10 +34,14 @@ func (s *Server) migrationRoutes() {
 
 // machineAction serves a POST that changes the machine at {key} and answers with it. A
 // migration names itself in the query (?migration=, as a DELETE does): the store then
-// refuses the step on a machine another migration holds (store.ForMigration).
+// refuses the step on a machine another migration holds (store.ForMigration), and one of an
+// attempt older than one that acted on the machine (?attempt=, store.ForAttempt).
 func (s *Server) machineAction(action func(ctx context.Context, by store.Principal, key string) (api.Machine, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *call) error {
-		ctx := store.ForMigration(r.Context(), r.URL.Query().Get(paramMigration))
+		ctx, err := stepContext(r)
+		if err != nil {
+			return err
+		}
 		m, err := action(ctx, c.by, r.PathValue("key"))
 		if err != nil {
 			return err
@@ -152,6 +156,10 @@ func (s *Server) importMachine(w http.ResponseWriter, r *http.Request, _ *call) 
 	if err != nil {
 		return err
 	}
+	attempt, err := attemptParam(r)
+	if err != nil {
+		return err
+	}
 	if err := extendDeadlines(w, importTimeout); err != nil {
 		return fmt.Errorf("extend the import's deadlines: %w", err)
 	}
@@ -160,11 +168,37 @@ func (s *Server) importMachine(w http.ResponseWriter, r *http.Request, _ *call) 
 		return err
 	}
 	use.Migration, use.StartedBy = req.Migration, req.StartedBy
-	m, err := s.st.Import(r.Context(), use, req.Bundle, s.cfg.PublicURL)
+	m, err := s.st.Import(store.ForAttempt(r.Context(), attempt), use, req.Bundle, s.cfg.PublicURL)
 	if err != nil {
 		return err
 	}
 	s.log.Info("machine imported", "machine", m.Uuid, "name", m.Name, "ticket", use.ID, "jobs", len(req.Bundle.Jobs))
 	writeJSON(w, http.StatusOK, m)
 	return nil
+}
+
+// stepContext is the request's context marked with the migration and attempt its query names
+// (?migration=, ?attempt=); a malformed attempt is 400.
+func stepContext(r *http.Request) (context.Context, error) {
+	attempt, err := attemptParam(r)
+	if err != nil {
+		return nil, err
+	}
+	return store.ForAttempt(store.ForMigration(r.Context(), r.URL.Query().Get(paramMigration)), attempt), nil
+}
+
+// attemptParam reads ?attempt= (api.ParamAttempt): zero when absent, 400 when malformed.
+func attemptParam(r *http.Request) (api.Attempt, error) {
+	q := r.URL.Query()
+	if !q.Has(api.ParamAttempt) {
+		return api.Attempt{}, nil
+	}
+	if len(q[api.ParamAttempt]) != 1 {
+		return api.Attempt{}, errorf(http.StatusBadRequest, "?%s= names one attempt", api.ParamAttempt)
+	}
+	a, err := api.ParseAttempt(q.Get(api.ParamAttempt))
+	if err != nil {
+		return api.Attempt{}, errorf(http.StatusBadRequest, "?%s=: %v", api.ParamAttempt, err)
+	}
+	return a, nil
 }

@@ -75,6 +75,9 @@ func refuseHeldDelete(ctx context.Context, tx pgx.Tx, _ Principal, m *api.Machin
 			"(ironflow machines delete %s --migration %s)",
 			m.Name, m.Uuid, held, held, m.Uuid, held)
 	}
+	if err := fenceDelete(ctx, tx, m); err != nil {
+		return err
+	}
 	return undoImport(ctx, tx, m.Uuid)
 }
 

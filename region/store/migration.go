@@ -181,15 +181,20 @@ func (s *Store) Quiesce(ctx context.Context, by Principal, key, migration string
 	}
 	return s.machineOp(ctx, key, func(tx pgx.Tx, r row[api.Machine]) (*api.Machine, error) {
 		m := r.obj
-		switch held := m.Meta[api.MetaMigrating]; {
+		held := m.Meta[api.MetaMigrating]
+		switch {
 		case isStub(m):
 			return nil, conflictf("machine %s (%s) was already migrated to %s", m.Name, m.Uuid, m.Meta[api.MetaRedirectEndpoint])
-		case held == migration:
-			return nil, nil
-		case held != "":
+		case held != "" && held != migration:
 			return nil, conflictf("machine %s (%s) is already being migrated by %s", m.Name, m.Uuid, held)
-		case m.WorkOrderMode:
+		case held == "" && m.WorkOrderMode:
 			return nil, invalidf("machine %s (%s) has WorkOrderMode set; turn it off to migrate", m.Name, m.Uuid)
+		}
+		if err := fence(ctx, tx, m.Uuid, m.Name, migration); err != nil {
+			return nil, err
+		}
+		if held == migration {
+			return nil, nil
 		}
 		js, err := machineJobs(ctx, tx, m.Uuid, true)
 		if err != nil {
@@ -216,7 +221,8 @@ func (s *Store) Quiesce(ctx context.Context, by Principal, key, migration string
 // refuseOtherMigration refuses a step made for a migration (ForMigration) on a machine
 // another migration holds: a retried step of one move must not act on what another move
 // holds (e.g. activate its copy, whose undo that move would then be refused). A step naming
-// no migration is an operator's, and is not refused.
+// no migration is an operator's, and is not refused. A step of an attempt older than one that
+// acted on the machine is refused too (fence).
 func refuseOtherMigration(ctx context.Context, q querier, m *api.Machine) error {
 	acting := actingFor(ctx)
 	if acting == "" {
@@ -229,7 +235,7 @@ func refuseOtherMigration(ctx context.Context, q querier, m *api.Machine) error 
 	if held != "" && held != acting {
 		return conflictf("machine %s (%s) is held by migration %s; migration %s may not act on it", m.Name, m.Uuid, held, acting)
 	}
-	return nil
+	return fence(ctx, q, m.Uuid, m.Name, acting)
 }
 
 // Unquiesce gives the machine back the Runnable and Meta of its snapshot and drops the
@@ -380,6 +386,9 @@ func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endp
 	by := Principal{User: "ticket:" + ticket.ID}
 	var stored *api.Machine
 	err = s.tx(ctx, func(tx pgx.Tx) error {
+		if err := fence(ctx, tx, m.Uuid, m.Name, ticket.Migration); err != nil {
+			return err
+		}
 		reused, err := spendTicket(ctx, tx, ticket, m.Uuid)
 		if err != nil {
 			return err

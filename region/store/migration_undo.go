@@ -39,6 +39,9 @@ func (s *Store) RedirectCopy(ctx context.Context, by Principal, key, endpoint st
 		if held != "" && held != actingFor(ctx) {
 			return nil, conflictf("machine %s (%s) is held by migration %s; only that migration may undo its copy", m.Name, m.Uuid, held)
 		}
+		if err := fence(ctx, tx, m.Uuid, m.Name, actingFor(ctx)); err != nil {
+			return nil, err
+		}
 		var imported bool
 		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tickets WHERE machine = $1::uuid)", m.Uuid).Scan(&imported); err != nil {
 			return nil, err
