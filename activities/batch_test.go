@@ -210,40 +210,10 @@ func TestMigrateBatchLeavesAnotherMigrationsCopyInactive(t *testing.T) {
 	}
 }
 
-// quiescedByBatch holds machine id on east for the batch, as an attempt that stopped after its
-// quiesce left it.
-func quiescedByBatch(t *testing.T, east *regiontest.Region, id string) {
+// leaveAfter leaves machine id as an attempt of the batch that died after step left it.
+func leaveAfter(t *testing.T, east, west *regiontest.Region, id, step string) {
 	t.Helper()
-	if _, err := east.Quiesce(context.Background(), id, api.QuiesceRequest{Migration: batchMigration}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// finalizedByBatch leaves machine id as an attempt that stopped after its finalize: a stub on
-// east redirecting to west, its copy inactive on west, both held by the batch.
-func finalizedByBatch(t *testing.T, east, west *regiontest.Region, id string) {
-	t.Helper()
-	ctx := context.Background()
-	quiescedByBatch(t, east, id)
-	copiedByBatch(t, east, west, id)
-	if _, err := east.FinalizeMigrationFor(ctx, id, batchMigration, api.FinalizeRequest{RedirectEndpoint: "https://west.example:5240"}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// copiedByBatch imports machine id's export from east into west for the batch, inactive.
-func copiedByBatch(t *testing.T, east, west *regiontest.Region, id string) {
-	t.Helper()
-	ctx := context.Background()
-	ticket, err := west.MintTicket(ctx, api.TicketRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := east.Export(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := west.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b, Migration: batchMigration}); err != nil {
+	if err := regiontest.LeaveAfter(east, west, batchMigration, id, step); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -259,10 +229,9 @@ func TestMigrateBatchSettleFinishesOrUndoesEveryMachine(t *testing.T) {
 	for _, id := range []string{"untouched", "quiesced", "copied", "finalized"} {
 		east.Put(batchMachine(id, "name-"+id))
 	}
-	quiescedByBatch(t, east, "quiesced")
-	quiescedByBatch(t, east, "copied")
-	copiedByBatch(t, east, west, "copied")
-	finalizedByBatch(t, east, west, "finalized")
+	leaveAfter(t, east, west, "quiesced", "quiesce")
+	leaveAfter(t, east, west, "copied", "copy")
+	leaveAfter(t, east, west, "finalized", "finalize")
 	in := activities.BatchInput{SourceRegion: "east", TargetRegion: "west", Migration: batchMigration,
 		Machines: []string{"untouched", "quiesced", "copied", "finalized"}, Settle: true, Reason: "the batch's attempts ran out: west unreachable"}
 

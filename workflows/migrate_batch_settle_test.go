@@ -38,37 +38,6 @@ func batchParent(ctx workflow.Context, in workflows.MigrateMachineBatchInput) (a
 	return res, err
 }
 
-// holdAsBatch leaves machine id as an attempt of the batch migration that died after step
-// left it: "quiesce" (held on east), "copy" (and an inactive copy on west) or "finalize" (a
-// stub on east redirecting to west).
-func holdAsBatch(t *testing.T, east, west *regiontest.Region, migration, id, step string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := east.Quiesce(ctx, id, api.QuiesceRequest{Migration: migration}); err != nil {
-		t.Fatal(err)
-	}
-	if step == "quiesce" {
-		return
-	}
-	ticket, err := west.MintTicket(ctx, api.TicketRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := east.Export(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := west.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b, Migration: migration}); err != nil {
-		t.Fatal(err)
-	}
-	if step == "copy" {
-		return
-	}
-	if _, err := east.FinalizeMigrationFor(ctx, id, migration, api.FinalizeRequest{RedirectEndpoint: "https://west.example:5240"}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A batch settles every machine it touched before it returns, however long a region is down:
 // its worker died with one machine finalized, one copied and one quiesced, then the target
 // stayed down for longer than every attempt of the batch. The batch does not give up with
@@ -88,9 +57,15 @@ func TestMigrateMachineBatchSettlesEveryMachineWhenARegionStaysDown(t *testing.T
 	env.RegisterWorkflow(workflows.MigrateMachineBatch)
 	env.RegisterActivity(&activities.Activities{Regions: regiontest.Resolver(t, east, west)})
 	migration := workflows.MigrateMachineBatchID("default-test-workflow-id", machines[0])
-	holdAsBatch(t, east, west, migration, "finalized", "finalize")
-	holdAsBatch(t, east, west, migration, "copied", "copy")
-	holdAsBatch(t, east, west, migration, "quiesced", "quiesce")
+	if err := regiontest.LeaveAfter(east, west, migration, "finalized", "finalize"); err != nil {
+		t.Fatal(err)
+	}
+	if err := regiontest.LeaveAfter(east, west, migration, "copied", "copy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := regiontest.LeaveAfter(east, west, migration, "quiesced", "quiesce"); err != nil {
+		t.Fatal(err)
+	}
 	// West answers none of the batch's ten attempts, nor the first nine settling ones: it is
 	// down for about eleven minutes. (The test environment stops an activity without a
 	// maximum of attempts after ten; a server retries it until it succeeds.)
