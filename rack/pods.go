@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -51,12 +50,13 @@ func (r regionAPI) VerifyGrant(ctx context.Context, check api.GrantCheck) (api.G
 	return r.region().VerifyGrant(asRack(ctx), check)
 }
 
-// refreshPods refreshes the facts of every pod the rack hosts every interval, the first time
-// one interval after the start (the region link is up by then; `pods refresh` is there for
-// sooner), until ctx ends. A pod that cannot be reached keeps the facts of its last refresh
-// and is logged.
-func refreshPods(ctx context.Context, every time.Duration, acts *rackacts.Activities, log *slog.Logger) error {
-	t := time.NewTicker(every)
+// every runs op every interval, the first time one interval after the start (the region link
+// is up by then), until ctx ends; a failed round is logged as what, and the next one runs.
+// The rack refreshes its pods' facts this way (`pods refresh` is there for sooner; an
+// unreachable pod keeps the facts of its last refresh) and polls its machines' power (a
+// machine that cannot be checked shows the error on the region).
+func every(ctx context.Context, interval time.Duration, what string, log *slog.Logger, op func(context.Context) error) error {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -64,8 +64,8 @@ func refreshPods(ctx context.Context, every time.Duration, acts *rackacts.Activi
 			return nil
 		case <-t.C:
 		}
-		if err := rackacts.RefreshPods(asRack(ctx), acts); err != nil && ctx.Err() == nil {
-			log.Warn("pod refresh", "error", err)
+		if err := op(ctx); err != nil && ctx.Err() == nil {
+			log.Warn(what, "error", err)
 		}
 	}
 }

@@ -2,12 +2,10 @@ package rack
 
 import (
 	"context"
-	"log/slog"
 	"net/url"
 	"strconv"
 	"time"
 
-	rackacts "github.com/ironflow/ironflow/activities/rack"
 	"github.com/ironflow/ironflow/rack/power"
 	"github.com/ironflow/ironflow/rack/power/ipmi"
 	"github.com/ironflow/ironflow/region/api"
@@ -43,22 +41,4 @@ func (r regionAPI) PowerCredential(ctx context.Context, machine string) (api.Pow
 // ReportPower implements rackacts.PowerRegion.
 func (r regionAPI) ReportPower(ctx context.Context, machine string, rep api.PowerReport) (api.Machine, error) {
 	return r.region().ReportPower(asRack(ctx), r.rack, machine, rep)
-}
-
-// pollPower checks the power state of the rack's machines every interval, the first time one
-// interval after the start, until ctx ends; machines it cannot check show the error on the
-// region and are logged here.
-func pollPower(ctx context.Context, every time.Duration, acts *rackacts.Activities, log *slog.Logger) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if err := rackacts.PollPower(asRack(ctx), acts); err != nil && ctx.Err() == nil {
-			log.Warn("power poll", "error", err)
-		}
-	}
 }

@@ -394,10 +394,18 @@ func (p *process) run(ctx context.Context) error {
 		p.log.Info("no Temporal address: the rack runs no worker")
 	}
 	if p.o.PodRefreshInterval > 0 {
-		g.Go(func() error { return refreshPods(ctx, p.o.PodRefreshInterval, acts, p.log.With("component", "pods")) })
+		g.Go(func() error {
+			return every(ctx, p.o.PodRefreshInterval, "pod refresh", p.log.With("component", "pods"), func(ctx context.Context) error {
+				return rackacts.RefreshPods(asRack(ctx), acts)
+			})
+		})
 	}
 	if p.o.PowerPollInterval > 0 {
-		g.Go(func() error { return pollPower(ctx, p.o.PowerPollInterval, acts, p.log.With("component", "power")) })
+		g.Go(func() error {
+			return every(ctx, p.o.PowerPollInterval, "power poll", p.log.With("component", "power"), func(ctx context.Context) error {
+				return rackacts.PollPower(asRack(ctx), acts)
+			})
+		})
 	}
 	p.log.Info("rack serving", "rack", p.st.Uuid, "name", p.st.Name, "region", p.st.Region.Name, "endpoints", p.link.Endpoints())
 	return g.Wait()
