@@ -85,6 +85,7 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 				TemporalUIPort:  uiPort,
 				Seed:            true,
 				RunWorker:       true,
+				RackLinks:       true,
 				Logger:          logs.logger(logFile),
 				TemporalLogFile: filepath.Join(stateDir, "temporal.log"),
 				Version:         version,
@@ -163,11 +164,23 @@ func rackLines(s *dev.Stack) string {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-17s (region %s)\n", rk.Name, region)
-		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
+		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"DHCP", dhcpLine(rk)}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
 			fmt.Fprintf(&b, "    %-15s %s\n", svc[0], svc[1])
+		}
+		if rk.Link != nil {
+			fmt.Fprintf(&b, "    %-15s sudo ip netns exec %s dhclient -v %s\n", "a machine", rk.Link.MachinesNetns, rk.Link.MachinesInterface)
 		}
 	}
 	return b.String()
+}
+
+// dhcpLine is where the rack answers broadcast DHCP, or why it does not.
+func dhcpLine(rk *dev.Rack) string {
+	if rk.Link == nil {
+		return "off: " + rk.DHCPOff + " (relayed DHCP still answers)"
+	}
+	return fmt.Sprintf("%s %s (UDP 67, broadcast) in netns %s; its machines' end %s in netns %s",
+		rk.Link.Interface, rk.Link.Address.Addr(), rk.Link.Netns, rk.Link.MachinesInterface, rk.Link.MachinesNetns)
 }
 
 func printDevBanner(w io.Writer, s *dev.Stack, logPath string) {
