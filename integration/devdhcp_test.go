@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -49,33 +50,7 @@ func TestDevStackRackServesDHCPOnItsLink(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var conn net.PacketConn
-	if err := netns.Run(link.MachinesNetns, func() (err error) {
-		conn, err = nclient4.NewRawUDPConn(link.MachinesInterface, dhcpv4.ClientPort)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	mac := net.HardwareAddr{0x02, 0xde, 0x00, 0x00, 0x00, 0x02}
-	c, err := nclient4.NewWithConn(conn, mac, nclient4.WithTimeout(time.Second), nclient4.WithRetry(1))
-	if err != nil {
-		conn.Close()
-		t.Fatal(err)
-	}
-	defer c.Close()
-	dynamic := netip.MustParsePrefix("10.42.0.0/24")
-	offer := testutil.EventuallyValue(t, 30*time.Second, func() (*dhcpv4.DHCPv4, string) {
-		offer, err := c.DiscoverOffer(ctx)
-		if err != nil {
-			return nil, "no offer on rack-a's link: " + err.Error()
-		}
-		return offer, ""
-	})
-	yours, _ := netip.AddrFromSlice(offer.YourIPAddr.To4())
-	server, _ := netip.AddrFromSlice(offer.ServerIdentifier().To4())
-	if server != link.Address.Addr() || !dynamic.Contains(yours) || yours.As4()[3] < 100 || yours.As4()[3] > 199 {
-		t.Errorf("offer of %s from %s; want one of 10.42.0.100-199 from %s", yours, server, link.Address.Addr())
-	}
+	offerFromRackA(t, link.MachinesNetns, link.MachinesInterface, link.Address.Addr())
 
 	s.Stop()
 	stopped = true
@@ -89,4 +64,36 @@ func TestDevStackRackServesDHCPOnItsLink(t *testing.T) {
 			t.Errorf("interface %s left in the host's namespace", ifname)
 		}
 	}
+}
+
+// offerFromRackA broadcasts a DHCPDISCOVER on interface ifname of namespace ns until rack-a,
+// at server, offers an address of its seeded dynamic range 10.42.0.100-199.
+func offerFromRackA(t *testing.T, ns, ifname string, server netip.Addr) {
+	t.Helper()
+	var conn net.PacketConn
+	if err := netns.Run(ns, func() (err error) {
+		conn, err = nclient4.NewRawUDPConn(ifname, dhcpv4.ClientPort)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mac := net.HardwareAddr{0x02, 0xde, 0x00, 0x00, 0x00, 0x02}
+	c, err := nclient4.NewWithConn(conn, mac, nclient4.WithTimeout(time.Second), nclient4.WithRetry(1))
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	testutil.EventuallyOK(t, 30*time.Second, func() string {
+		offer, err := c.DiscoverOffer(context.Background())
+		if err != nil {
+			return "no offer on rack-a's link: " + err.Error()
+		}
+		yours, _ := netip.AddrFromSlice(offer.YourIPAddr.To4())
+		from, _ := netip.AddrFromSlice(offer.ServerIdentifier().To4())
+		if from != server || !netip.MustParsePrefix("10.42.0.0/24").Contains(yours) || yours.As4()[3] < 100 || yours.As4()[3] > 199 {
+			return fmt.Sprintf("offer of %s from %s; want one of 10.42.0.100-199 from %s", yours, from, server)
+		}
+		return ""
+	})
 }

@@ -164,7 +164,7 @@ func rackLines(s *dev.Stack) string {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-17s (region %s)\n", rk.Name, region)
-		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"DHCP", dhcpLine(rk)}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
+		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"broadcast DHCP", dhcpLine(rk)}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
 			fmt.Fprintf(&b, "    %-15s %s\n", svc[0], svc[1])
 		}
 		if rk.Link != nil {
@@ -179,7 +179,7 @@ func dhcpLine(rk *dev.Rack) string {
 	if rk.Link == nil {
 		return "off: " + rk.DHCPOff + " (relayed DHCP still answers)"
 	}
-	return fmt.Sprintf("%s %s (UDP 67, broadcast) in netns %s; its machines' end %s in netns %s",
+	return fmt.Sprintf("%s %s (UDP 67) in netns %s; its machines' end %s in netns %s",
 		rk.Link.Interface, rk.Link.Address.Addr(), rk.Link.Netns, rk.Link.MachinesInterface, rk.Link.MachinesNetns)
 }
 
