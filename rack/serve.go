@@ -40,7 +40,8 @@ type Options struct {
 	DHCPInterfaces []string // broadcast DHCP on these interfaces
 	// DHCPNetns is the network namespace (its ip netns name) that holds DHCPInterfaces:
 	// their DHCP and router advertisement sockets are opened in it, every other socket in
-	// the caller's (the dev stack's racks serve DHCP on a link of their own). "": the caller's.
+	// the caller's (the dev stack's racks serve DHCP on a link of their own), so DNSListen's
+	// default, the interfaces' addresses, does not fit it. "": the caller's.
 	DHCPNetns       string
 	DHCPRelayListen string     // "ip:port" for relayed requests, e.g. "127.0.0.1:1067"
 	ServerIP        netip.Addr // the rack's address for relayed clients (option 54, TFTP); default: the relay listen IP
