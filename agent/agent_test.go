@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 )
 
@@ -278,13 +279,7 @@ func TestJobRuns(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				deadline := time.Now().Add(waitLimit)
-				for !processGone(pid) {
-					if time.Now().After(deadline) {
-						t.Fatalf("background child %d of the timed-out job still runs", pid)
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
+				testutil.Eventually(t, waitLimit, fmt.Sprintf("background child %d of the timed-out job to end", pid), func() bool { return processGone(pid) })
 			},
 		},
 	}

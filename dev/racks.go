@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/ironflow/ironflow/internal/netutil"
 	"github.com/ironflow/ironflow/rack"
@@ -22,6 +23,10 @@ type Rack struct {
 	Syslog    string // the machines' syslog, UDP and TCP
 	HTTPURL   string
 	StateDir  string
+	// Link is where the rack serves broadcast DHCP; nil when it does not, for the reason in
+	// DHCPOff.
+	Link    *RackLink
+	DHCPOff string
 }
 
 // RackNames maps each region to the rack registered with it.
@@ -29,7 +34,7 @@ var RackNames = map[string]string{"region-a": "rack-a", "region-b": "rack-b"}
 
 // startRack registers the region's rack (idempotently, so a restarted stack keeps its UUID)
 // and serves it until the stack stops: DHCP relay, TFTP, DNS, syslog and HTTP boot on 127.0.0.1 high ports,
-// and the rack's Temporal worker.
+// broadcast DHCP on its link (with RackLinks) and the rack's Temporal worker.
 func (s *Stack) startRack(ctx context.Context, region string) error {
 	name := RackNames[region]
 	r := s.Regions[region]
@@ -95,7 +100,29 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		Version:            s.version,
 		Logger:             s.log.With("rack", name),
 	}
+	if err := s.linkRack(rk, &opts); err != nil {
+		return err
+	}
 	s.group.Go(func() error { return rack.Serve(s.runCtx, opts) })
 	s.Racks[name] = rk
+	return nil
+}
+
+// linkRack gives rk its link and has o serve DHCP on it, when the stack asks for links and
+// the host allows them.
+func (s *Stack) linkRack(rk *Rack, o *rack.Options) error {
+	if !s.rackLinks {
+		rk.DHCPOff = "the stack runs without rack links"
+		return nil
+	}
+	if rk.DHCPOff = rackLinksOff(); rk.DHCPOff != "" {
+		return nil
+	}
+	l := rackLinkNames(s.StateDir, slices.Index(RegionNames, rk.Region))
+	if err := createRackLink(l); err != nil {
+		return err
+	}
+	rk.Link = &l
+	o.DHCPInterfaces, o.DHCPNetns, o.RouterAdvertisements = []string{l.Interface}, l.Netns, true
 	return nil
 }

@@ -82,7 +82,8 @@ func (s *Stack) seedRackNetwork(ctx context.Context, region string, n int) error
 		return nil // a stack without racks
 	}
 	st := s.Regions[region].Store
-	net := fmt.Sprintf("10.4%d.0", 2+n)
+	base := rackSubnet(n).Addr().As4()
+	net := fmt.Sprintf("%d.%d.%d", base[0], base[1], base[2])
 	fabric := api.Fabric{Name: "fabric-" + rk.Name}
 	if err := st.Create(ctx, seeder, api.KindFabrics, &fabric); err != nil {
 		return err

@@ -49,12 +49,15 @@ type StackOptions struct {
 	RunWorker           bool                  // run the migration worker in this process
 	ESXi                activities.ESXiConfig // that worker's SSH to ESXi hosts; zero: only hosts with an agent
 	NoRacks             bool                  // regions only: no rack controllers
-	PodSSHKey           string                // the racks' private key file for qemu+ssh pods (rack serve --pod-ssh-key)
-	PodRefreshInterval  time.Duration         // how often the racks refresh their pods; 0: rack.DefaultPodRefreshInterval
-	PowerPollInterval   time.Duration         // how often the racks check their machines' power; 0: rack.DefaultPowerPollInterval
-	Logger              *slog.Logger
-	TemporalLogFile     string
-	Version             string // reported by the regions' /api/v1/info
+	// RackLinks serves each rack's broadcast DHCP on a link of its own (RackLink), which
+	// needs root; without root Rack.DHCPOff says why and the racks serve relayed DHCP only.
+	RackLinks          bool
+	PodSSHKey          string        // the racks' private key file for qemu+ssh pods (rack serve --pod-ssh-key)
+	PodRefreshInterval time.Duration // how often the racks refresh their pods; 0: rack.DefaultPodRefreshInterval
+	PowerPollInterval  time.Duration // how often the racks check their machines' power; 0: rack.DefaultPowerPollInterval
+	Logger             *slog.Logger
+	TemporalLogFile    string
+	Version            string // reported by the regions' /api/v1/info
 
 	// StartTemporal starts another Temporal server than the dev server (the Temporal ports
 	// above are then its business), on the stack's PostgreSQL and in its state dir. The stack
@@ -98,6 +101,7 @@ type Stack struct {
 	podSSHKey  string
 	podRefresh time.Duration
 	powerPoll  time.Duration
+	rackLinks  bool
 	tempDir    bool
 	lock       *StateLock
 	runCtx     context.Context // ends when Stop is called
@@ -107,7 +111,7 @@ type Stack struct {
 
 // StartStack starts everything and returns when every part answers.
 func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
-	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version, podSSHKey: opts.PodSSHKey, podRefresh: opts.PodRefreshInterval, powerPoll: opts.PowerPollInterval}
+	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version, podSSHKey: opts.PodSSHKey, podRefresh: opts.PodRefreshInterval, powerPoll: opts.PowerPollInterval, rackLinks: opts.RackLinks}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -130,6 +134,10 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
 		if s.lock, err = LockStateDir(s.StateDir); err != nil {
 			return nil, err
 		}
+	}
+	// What a crashed stack on this state dir left in the kernel goes before anything starts.
+	if err := removeRackLinks(s.StateDir); err != nil {
+		return nil, err
 	}
 	if s.AdminToken, err = adminToken(s.StateDir); err != nil {
 		return nil, err
@@ -328,6 +336,9 @@ func (s *Stack) Stop() {
 	}
 	if s.Postgres != nil {
 		_ = s.Postgres.Stop()
+	}
+	if err := removeRackLinks(s.StateDir); err != nil {
+		s.log.Warn("remove the racks' links", "error", err)
 	}
 	if s.tempDir {
 		if err := postgres.RemoveStateDir(s.StateDir); err != nil {

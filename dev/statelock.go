@@ -96,5 +96,8 @@ func Teardown(stateDir string) error {
 		return err
 	}
 	defer lock.Unlock()
+	if err := removeRackLinks(stateDir); err != nil {
+		return err
+	}
 	return postgres.RemoveStateDir(stateDir)
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	regionclient "github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/workflows"
@@ -92,20 +94,17 @@ func closedURL(t *testing.T) string {
 	return url
 }
 
-// eventually polls cond every 50ms until it holds or timeout passes.
+// pollUntil polls cond until it holds; after timeout it fails naming what it waited for and
+// cond's last error.
 func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testutil.EventuallyOK(t, timeout, func() string {
 		ok, err := cond()
 		if ok {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s (last error: %v)", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("%s: not within %s (last error: %v)", what, timeout, err)
+	})
 }
 
 // waitJob waits until the job at key on c has ended and returns it with its log.

@@ -3,15 +3,18 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/seeddata"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -52,26 +55,30 @@ func TestDemo(t *testing.T) {
 
 	// The web UI's saved view "MigrationPhase = completed AND TargetRegion = region-b".
 	query := "WorkflowType = 'MigrateMachine' AND MigrationPhase = 'completed' AND TargetRegion = 'region-b' AND SourceRegion = 'region-a'"
-	seen := map[string]bool{}
-	for ctx.Err() == nil && len(seen) < 2 {
+	want := []string{workflows.MigrateMachineID(seeddata.BirdyUUID), workflows.MigrateMachineID("5f0e43a9-3d2b-4a55-9a8e-1c6a8f0c0a01")}
+	// Visibility is eventually consistent: the listing catches up with the demo's moves.
+	executions := testutil.EventuallyValue(t, time.Minute, func() ([]*workflowpb.WorkflowExecutionInfo, string) {
 		list, err := stack.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Sprintf("list %s: %v", query, err)
 		}
+		seen := map[string]bool{}
 		for _, e := range list.GetExecutions() {
-			fields := e.GetSearchAttributes().GetIndexedFields()
-			for _, key := range workflows.SearchAttributes() {
-				if _, ok := fields[key.GetName()]; !ok && key.GetName() != "RackUuid" && key.GetName() != "MachineUuids" { // a machine's own migration: no rack, no batch
-					t.Errorf("%s has no search attribute %s", e.GetExecution().GetWorkflowId(), key.GetName())
-				}
-			}
 			seen[e.GetExecution().GetWorkflowId()] = true
 		}
-		time.Sleep(200 * time.Millisecond) // visibility is eventually consistent
-	}
-	for _, id := range []string{workflows.MigrateMachineID(seeddata.BirdyUUID), workflows.MigrateMachineID("5f0e43a9-3d2b-4a55-9a8e-1c6a8f0c0a01")} {
-		if !seen[id] {
-			t.Errorf("Temporal does not list %s with the demo's search attributes (saw %v)", id, seen)
+		for _, id := range want {
+			if !seen[id] {
+				return nil, fmt.Sprintf("Temporal does not list %s with the demo's search attributes (saw %v)", id, seen)
+			}
+		}
+		return list.GetExecutions(), ""
+	})
+	for _, e := range executions {
+		fields := e.GetSearchAttributes().GetIndexedFields()
+		for _, key := range workflows.SearchAttributes() {
+			if _, ok := fields[key.GetName()]; !ok && key.GetName() != "RackUuid" && key.GetName() != "MachineUuids" { // a machine's own migration: no rack, no batch
+				t.Errorf("%s has no search attribute %s", e.GetExecution().GetWorkflowId(), key.GetName())
+			}
 		}
 	}
 }

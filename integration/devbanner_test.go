@@ -2,8 +2,11 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,9 +23,22 @@ import (
 // rack-a and that each answers at the address it names: HTTP boot, DNS over UDP and TCP, TFTP,
 // syslog over UDP and TCP and the DHCP relay listener (the last two seen in the rack's
 // metrics: a message from loopback is no machine's, a relayed request from no subnet gets no
-// reply).
+// reply), and broadcast DHCP on the rack's link as root, else the reason it is off.
 func rackServicesAnswer(t *testing.T, d *devProcess) {
 	t.Helper()
+	dhcp := d.bannerValue(t, "broadcast DHCP")
+	if os.Geteuid() != 0 {
+		if !strings.HasPrefix(dhcp, "off: not root") {
+			t.Errorf("banner DHCP line %q, want it off because the stack is not root", dhcp)
+		}
+	} else {
+		// "IF ADDR (UDP 67) in netns NS; its machines' end IF in netns NS"
+		var rackIf, addr, rackNS, machinesIf, machinesNS string
+		if _, err := fmt.Sscanf(dhcp, "%s %s (UDP 67) in netns %s its machines' end %s in netns %s", &rackIf, &addr, &rackNS, &machinesIf, &machinesNS); err != nil {
+			t.Fatalf("banner DHCP line %q: %v", dhcp, err)
+		}
+		offerFromRackA(t, machinesNS, machinesIf, netip.MustParseAddr(addr))
+	}
 	addr := func(label string) string { return strings.Fields(d.bannerValue(t, label))[0] }
 	httpBoot, dnsAddr, tftpAddr, syslogAddr, relayAddr := addr("HTTP boot"), addr("DNS"), addr("TFTP"), addr("syslog"), addr("DHCP relay")
 

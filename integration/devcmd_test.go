@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/internal/netnstest"
+	"github.com/ironflow/ironflow/internal/testutil"
 )
 
 // TestDevStopsCleanly runs `ironflow dev` as a user does; a second `dev --fresh` on its state
@@ -81,14 +83,19 @@ func TestDevStopsCleanly(t *testing.T) {
 		t.Fatal("ironflow dev still running a minute after SIGINT")
 	}
 	// Processes that are still exiting (their command line already gone) get a moment.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, pid := range started {
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
+	if complaint := testutil.Poll(10*time.Second, func() string {
+		var survivors []string
+		for _, pid := range started {
+			if alive(pid) {
+				survivors = append(survivors, fmt.Sprintf("%d (%s)", pid, cmdline(pid)))
+			}
 		}
-		if alive(pid) {
-			t.Errorf("process %d (%s) survived ironflow dev", pid, cmdline(pid))
+		if survivors != nil {
+			return "processes survived ironflow dev: " + strings.Join(survivors, ", ")
 		}
+		return ""
+	}); complaint != "" {
+		t.Error(complaint)
 	}
 	if left := stackProcesses(t, -1, stateDir); len(left) > 0 {
 		t.Errorf("processes still using the state dir: %v", left)

@@ -22,6 +22,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	regionclient "github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/workflows"
@@ -547,18 +548,21 @@ func runJob(ctx context.Context, c *regionclient.Client, machine string, within 
 	if err != nil {
 		return fmt.Errorf("create a job: %w", err)
 	}
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	var failed error
+	if complaint := testutil.Poll(within, func() string {
 		j, err := c.Jobs().Get(ctx, job.Uuid)
-		if err == nil && j.State == api.JobFinished {
-			return nil
+		switch {
+		case err == nil && j.State == api.JobFinished:
+			return ""
+		case err == nil && j.State == api.JobFailed:
+			failed = fmt.Errorf("job %s failed: %s", j.Uuid, j.ExitState)
+			return ""
 		}
-		if err == nil && j.State == api.JobFailed {
-			return fmt.Errorf("job %s failed: %s", j.Uuid, j.ExitState)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return fmt.Sprintf("job %s not finished within %s (last %s, %v)", job.Uuid, within, j.State, err)
+	}); complaint != "" {
+		return errors.New(complaint)
 	}
-	return fmt.Errorf("job %s not finished within %s", job.Uuid, within)
+	return failed
 }
 
 // runMachine migrates a fresh machine with a real agent and two finished jobs from region-a
@@ -888,17 +892,15 @@ func (e *killEnv) runRack(t *testing.T, kr killRun) runReport {
 // earlier run may have left a copy of it behind, or left it paused everywhere (false).
 func (e *killEnv) findRack(ctx context.Context) bool {
 	rack := e.s.Racks["rack-a"].Uuid
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	return testutil.Poll(30*time.Second, func() string {
 		for _, name := range []string{e.rackHome, otherRegion(e.rackHome)} {
 			if r, err := e.region(name).Racks().Get(ctx, rack); err == nil && r.Status == api.RackOnline {
 				e.rackHome = name
-				return true
+				return ""
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return false
+		return "rack-a online nowhere"
+	}) == ""
 }
 
 // childOutcomes waits for the machine migrations the transfer run started and returns their
@@ -970,8 +972,8 @@ func (e *killEnv) batchOutcomes(ctx context.Context, rep *runReport, transfer cl
 // controller heartbeats there) and not paused; the rack registered on both regions, or on
 // none, or paused, is a violation.
 func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string) string {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var owner string
+	if complaint := testutil.Poll(30*time.Second, func() string {
 		statuses := map[string]string{}
 		for _, name := range dev.RegionNames {
 			if r, err := e.region(name).Racks().Get(ctx, rack); err == nil {
@@ -981,16 +983,16 @@ func (e *killEnv) rackOwner(ctx context.Context, rep *runReport, rack string) st
 		if len(statuses) == 1 {
 			for name, status := range statuses {
 				if status == api.RackOnline {
-					return name
+					owner = name
+					return ""
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			rep.violate("rack %s: statuses by region %v, want registered on exactly one region and online there", rack, statuses)
-			return ""
-		}
-		time.Sleep(200 * time.Millisecond)
+		return fmt.Sprintf("rack %s: statuses by region %v, want registered on exactly one region and online there", rack, statuses)
+	}); complaint != "" {
+		rep.violate("%s", complaint)
 	}
+	return owner
 }
 
 // recoverRack runs the operator's recovery of what a terminated transfer left (the workflow

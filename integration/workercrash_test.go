@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/dev"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -126,20 +127,17 @@ func startWorker(t *testing.T, bin string, s *dev.Stack, regionsFile string) *ex
 // waitForPhase polls the workflow's progress query until it reports phase.
 func waitForPhase(ctx context.Context, t *testing.T, s *dev.Stack, workflowID, phase string) {
 	t.Helper()
-	var last string
-	for ctx.Err() == nil {
+	testutil.EventuallyOK(t, 2*time.Minute, func() string {
 		v, err := s.Client.QueryWorkflow(ctx, workflowID, "", workflows.ProgressQuery)
+		var p workflows.Progress
 		if err == nil {
-			var p workflows.Progress
-			if err := v.Get(&p); err == nil {
-				if last = p.Phase; last == phase {
-					return
-				}
-			}
+			err = v.Get(&p)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("workflow %s never reached phase %s (last %q)", workflowID, phase, last)
+		if err == nil && p.Phase == phase {
+			return ""
+		}
+		return fmt.Sprintf("workflow %s never reached phase %s (last %q, %v)", workflowID, phase, p.Phase, err)
+	})
 }
 
 // agentCheckIn does what a repointed agent does first at its new region.

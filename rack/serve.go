@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	rackacts "github.com/ironflow/ironflow/activities/rack"
+	"github.com/ironflow/ironflow/internal/netns"
 	"github.com/ironflow/ironflow/rack/bootfs"
 	"github.com/ironflow/ironflow/rack/dhcp"
 	"github.com/ironflow/ironflow/rack/dns"
@@ -36,7 +37,12 @@ import (
 type Options struct {
 	StateDir string // default DefaultStateDir
 
-	DHCPInterfaces  []string   // broadcast DHCP on these interfaces
+	DHCPInterfaces []string // broadcast DHCP on these interfaces
+	// DHCPNetns is the network namespace (its ip netns name) that holds DHCPInterfaces:
+	// their DHCP and router advertisement sockets are opened in it, every other socket in
+	// the caller's (the dev stack's racks serve DHCP on a link of their own), so DNSListen's
+	// default, the interfaces' addresses, does not fit it. "": the caller's.
+	DHCPNetns       string
 	DHCPRelayListen string     // "ip:port" for relayed requests, e.g. "127.0.0.1:1067"
 	ServerIP        netip.Addr // the rack's address for relayed clients (option 54, TFTP); default: the relay listen IP
 	TFTPListen      string     // e.g. ":69"
@@ -353,7 +359,7 @@ func (p *process) openDHCP() error {
 	if len(p.o.DHCPInterfaces) == 0 && p.o.DHCPRelayListen == "" {
 		return nil
 	}
-	srv, err := dhcp.NewServer(p.handler, dhcp.ServerConfig{Interfaces: p.o.DHCPInterfaces, RelayAddr: p.o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
+	srv, err := dhcp.NewServer(p.handler, dhcp.ServerConfig{Interfaces: p.o.DHCPInterfaces, InterfacesNetns: p.o.DHCPNetns, RelayAddr: p.o.DHCPRelayListen, Logger: p.log.With("component", "dhcp")})
 	if err != nil {
 		return err
 	}
@@ -368,7 +374,11 @@ func (p *process) openRouterAdvertisements() error {
 	if len(p.o.DHCPInterfaces) == 0 || !p.o.RouterAdvertisements {
 		return nil
 	}
-	r, err := ra.Listen(p.o.DHCPInterfaces, p.log.With("component", "ra"))
+	var r *ra.Responder
+	err := netns.Run(p.o.DHCPNetns, func() (err error) {
+		r, err = ra.Listen(p.o.DHCPInterfaces, p.log.With("component", "ra"))
+		return err
+	})
 	if err != nil {
 		p.log.Warn("not answering IPv6 router solicitations: iPXE clients wait for IPv6 before they boot", "error", err)
 		return nil
@@ -451,7 +461,7 @@ func (o *Options) defaults() error {
 		o.Discovery = BootEnvBoot("discovery")
 	}
 	if !o.ServerIP.IsValid() && len(o.DHCPInterfaces) > 0 {
-		if a, err := interfaceAddr(o.DHCPInterfaces[0]); err == nil {
+		if a, err := o.interfaceAddr(o.DHCPInterfaces[0]); err == nil {
 			o.ServerIP = a
 		}
 	}
@@ -470,7 +480,7 @@ func (o *Options) defaults() error {
 	if o.DNSListen == nil {
 		o.DNSListen = []string{}
 		for _, ifname := range o.DHCPInterfaces {
-			a, err := interfaceAddr(ifname)
+			a, err := o.interfaceAddr(ifname)
 			if err != nil {
 				o.Logger.Warn("no DNS on a DHCP interface without an IPv4 address", "interface", ifname, "error", err)
 				continue
@@ -497,7 +507,16 @@ func (o *Options) defaults() error {
 }
 
 // interfaceAddr is the first IPv4 address of the named interface.
-func interfaceAddr(name string) (netip.Addr, error) {
+// interfaceAddr is the first IPv4 address of DHCP interface name, in DHCPNetns.
+func (o *Options) interfaceAddr(name string) (addr netip.Addr, err error) {
+	err = netns.Run(o.DHCPNetns, func() error {
+		addr, err = localInterfaceAddr(name)
+		return err
+	})
+	return addr, err
+}
+
+func localInterfaceAddr(name string) (netip.Addr, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return netip.Addr{}, err

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workflows"
 	"github.com/ironflow/ironflow/workflows/moves"
@@ -82,21 +84,16 @@ func TestBulkMigrateControlsOnDevServer(t *testing.T) {
 // notRunID, until done says yes.
 func waitForBulk(ctx context.Context, t *testing.T, c client.Client, id, notRunID string, done func(workflows.BulkProgress) bool) workflows.BulkProgress {
 	t.Helper()
-	for {
+	return testutil.EventuallyValue(t, time.Minute, func() (workflows.BulkProgress, string) {
 		var p workflows.BulkProgress
 		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 		if err == nil && desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != notRunID {
-			v, qerr := c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery)
-			if err = qerr; err == nil && v.Get(&p) == nil && done(p) {
-				return p
+			if p, err = queryProgress[workflows.BulkProgress](ctx, c, id, ""); err == nil && done(p) {
+				return p, ""
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("bulk migration %s: last progress %+v, %v", id, p, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return p, fmt.Sprintf("bulk migration %s: last progress %+v, %v", id, p, err)
+	})
 }
 
 // TestTransferRackControlsOnDevServer pauses a rack transfer while its first machine
@@ -121,13 +118,7 @@ func TestTransferRackControlsOnDevServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for children.startedCount() == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("no machine's migration started")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(t, time.Minute, "a machine's migration to start", func() bool { return children.startedCount() > 0 })
 	if s, err := moves.Pause(ctx, c, id, "alice"); err != nil || !s.Paused {
 		t.Fatalf("pause: %+v, %v", s, err)
 	}
@@ -156,16 +147,11 @@ func TestTransferRackControlsOnDevServer(t *testing.T) {
 // waitForTransfer polls the progress of transfer id until done says yes.
 func waitForTransfer(ctx context.Context, t *testing.T, c client.Client, id string, done func(workflows.TransferProgress) bool) workflows.TransferProgress {
 	t.Helper()
-	for {
-		var p workflows.TransferProgress
-		v, err := c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery)
-		if err == nil && v.Get(&p) == nil && done(p) {
-			return p
+	return testutil.EventuallyValue(t, time.Minute, func() (workflows.TransferProgress, string) {
+		p, err := queryProgress[workflows.TransferProgress](ctx, c, id, "")
+		if err == nil && done(p) {
+			return p, ""
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("transfer %s: last progress %+v, %v", id, p, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return p, fmt.Sprintf("transfer %s: last progress %+v, %v", id, p, err)
+	})
 }

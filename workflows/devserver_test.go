@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/activities/regiontest"
 	"github.com/ironflow/ironflow/dev/temporalserver"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
@@ -187,20 +189,26 @@ func isStubTo(m api.Machine, endpoint string) bool {
 	return m.Locked && !m.Runnable && m.Meta[api.MetaRedirectEndpoint] == endpoint
 }
 
+// waitForPhase polls run's progress until it reports phase.
 func waitForPhase(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, phase string) {
 	t.Helper()
-	for {
-		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
-		var p workflows.Progress
-		if err == nil && v.Get(&p) == nil && p.Phase == phase {
-			return
+	testutil.EventuallyOK(t, time.Minute, func() string {
+		p, err := queryProgress[workflows.Progress](ctx, c, run.GetID(), run.GetRunID())
+		if err == nil && p.Phase == phase {
+			return ""
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("phase %s not reached: last %+v, %v", phase, p, err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return fmt.Sprintf("phase %s not reached: last %+v, %v", phase, p, err)
+	})
+}
+
+// queryProgress is the answer of workflow id's progress query.
+func queryProgress[P any](ctx context.Context, c client.Client, id, runID string) (P, error) {
+	var p P
+	v, err := c.QueryWorkflow(ctx, id, runID, workflows.ProgressQuery)
+	if err == nil {
+		err = v.Get(&p)
 	}
+	return p, err
 }
 
 // checkInAtTarget plays the machine's agent: once the machine is on the target, it checks in.

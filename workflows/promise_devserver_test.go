@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"reflect"
@@ -45,18 +46,13 @@ func TestMigrateMachineCompensationUpdateOnDevServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
-		var p workflows.Progress
-		if err == nil && v.Get(&p) == nil && len(p.Errors) > 1 {
-			break
+	testutil.EventuallyOK(t, 30*time.Second, func() string {
+		p, err := queryProgress[workflows.Progress](ctx, c, run.GetID(), run.GetRunID())
+		if err == nil && len(p.Errors) > 1 {
+			return ""
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the undo did not fail")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return fmt.Sprintf("the undo did not fail: last progress %+v, %v", p, err)
+	})
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.CompensationUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
 		Args: []any{workflows.CompensationRequest{Action: workflows.CompensationRetry, Reason: "token fixed", By: "alice"}},
@@ -271,9 +267,9 @@ func cancelWhileStepRuns(ctx context.Context, t *testing.T, c client.Client, run
 	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
 		t.Fatal(err)
 	}
-	for !historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "") {
-		time.Sleep(20 * time.Millisecond) // polling the history for the request
-	}
+	testutil.Eventually(t, 30*time.Second, "the activity's cancel request in the history", func() bool {
+		return historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED, "")
+	})
 	if historyHas(ctx, t, c, run, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, undo) {
 		t.Errorf("the undo %s was scheduled while its step still ran", undo)
 	}

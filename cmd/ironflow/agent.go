@@ -6,13 +6,10 @@ import (
 	"github.com/ironflow/ironflow/agent"
 )
 
-const (
-	flagAgentConfig    = "config"
-	envAgentConfig     = "IRONFLOW_AGENT_CONFIG"
-	defaultAgentConfig = "/etc/ironflow/agent.yaml"
-)
+const defaultAgentConfig = "/etc/ironflow/agent.yaml"
 
 func newAgentCommand() *cobra.Command {
+	var configFile string
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the machine agent: take jobs from the region, run them, follow migrations",
@@ -27,14 +24,14 @@ func newAgentCommand() *cobra.Command {
 				return err
 			}
 			// A missing or invalid config fails here, before anything runs.
-			a, err := agent.New(flagOrEnv(cmd, flagAgentConfig, envAgentConfig), agent.Options{Version: version, Logger: logger})
+			a, err := agent.New(configFile, agent.Options{Version: version, Logger: logger})
 			if err != nil {
 				return err
 			}
 			return a.Serve(cmd.Context())
 		},
 	}
-	c.Flags().String(flagAgentConfig, defaultAgentConfig, "agent config file"+envHelp(envAgentConfig))
+	agentScope.on(c.Flags()).string(&configFile, "config", defaultAgentConfig, "agent config file")
 	addLogFlags(c)
 	c.AddCommand(newAgentEnlistCommand())
 	return c

@@ -13,12 +13,8 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 )
 
-const (
-	flagEnlistURL = "url"
-	envEnlistURL  = "IRONFLOW_ENLIST_URL"
-)
-
 func newAgentEnlistCommand() *cobra.Command {
+	var flagURL string
 	c := &cobra.Command{
 		Use:   "enlist",
 		Short: "Enlist this machine: report its inventory and commissioning script output to the region",
@@ -36,18 +32,18 @@ func newAgentEnlistCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			url := cmp.Or(flagOrEnv(cmd, flagEnlistURL, envEnlistURL), enlist.CmdlineURL("/"))
+			url := cmp.Or(flagURL, enlist.CmdlineURL("/"))
 			if url == "" {
-				return errors.New("no --url, no " + envEnlistURL + " and no " + api.KernelParamURL + "= on the kernel command line: name the rack or region to enlist with")
+				return errors.New("no --url, no " + enlistScope.name("url") + " and no " + api.KernelParamURL + "= on the kernel command line: name the rack or region to enlist with")
 			}
-			res, err := enlist.Run(cmd.Context(), enlist.Options{URL: url, Token: flagOrEnv(cmd, flagToken, envToken), Logger: logger})
+			res, err := enlist.Run(cmd.Context(), enlist.Options{URL: url, Token: flagValue(cmd, flagToken), Logger: logger})
 			if err != nil {
 				return err
 			}
 			return render(cmd, res, []api.EnlistResult{res}, enlistColumns)
 		},
 	}
-	c.Flags().String(flagEnlistURL, "", "rack or region URL (default: "+api.KernelParamURL+"= of /proc/cmdline)"+envHelp(envEnlistURL))
+	enlistScope.on(c.Flags()).string(&flagURL, "url", "", "rack or region URL (default: "+api.KernelParamURL+"= of /proc/cmdline)")
 	addLogFlags(c)
 	return c
 }

@@ -48,7 +48,7 @@ func TestAgentCommandRefusesBadConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.env != "" {
-				t.Setenv(envAgentConfig, tt.env)
+				t.Setenv("IRONFLOW_AGENT_CONFIG", tt.env)
 			}
 			var stdout, stderr bytes.Buffer
 			code := run(context.Background(), tt.args(t), strings.NewReader(""), &stdout, &stderr)

@@ -6,17 +6,25 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ironflow/ironflow/internal/payloadcodec"
 )
 
-const (
-	flagCodecListen     = "listen"
-	envCodecListen      = "IRONFLOW_CODEC_LISTEN"
-	defaultCodecListen  = "127.0.0.1:8234"
-	flagCodecCORSOrigin = "cors-origin"
-	envCodecCORSOrigin  = "IRONFLOW_CODEC_CORS_ORIGIN"
-)
+const defaultCodecListen = "127.0.0.1:8234"
+
+// codecServeFlags are the flags of codec serve but the payload keys and the -E region it
+// shares with other commands.
+type codecServeFlags struct {
+	Listen     string
+	CORSOrigin string
+}
+
+func (f *codecServeFlags) declare(fs *pflag.FlagSet) {
+	e := codecScope.on(fs)
+	e.string(&f.Listen, "listen", defaultCodecListen, "host:port to serve on")
+	e.string(&f.CORSOrigin, "cors-origin", "", "comma-separated web origins whose pages may call the endpoint, e.g. the Temporal UI's http://127.0.0.1:8233")
+}
 
 func newCodecCommand() *cobra.Command {
 	c := &cobra.Command{Use: "codec", Short: "The codec endpoint that shows encrypted Temporal payloads to admins"}
@@ -25,6 +33,7 @@ func newCodecCommand() *cobra.Command {
 }
 
 func newCodecServeCommand() *cobra.Command {
+	var flags codecServeFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve Temporal's remote codec protocol (POST /encode, /decode) to admins of the -E region",
@@ -44,28 +53,26 @@ func newCodecServeCommand() *cobra.Command {
 				return err
 			}
 			if codec == nil {
-				return fmt.Errorf("--%s (env %s) is required: the codec endpoint decodes with those keys", flagPayloadKeys, strings.Join(temporalFlagEnvs[flagPayloadKeys], ", "))
+				return fmt.Errorf("--%s (env %s) is required: the codec endpoint decodes with those keys", flagPayloadKeys, ironflowScope.name(flagPayloadKeys))
 			}
 			var origins []string
-			for o := range strings.SplitSeq(flagOrEnv(cmd, flagCodecCORSOrigin, envCodecCORSOrigin), ",") {
+			for o := range strings.SplitSeq(flags.CORSOrigin, ",") {
 				if o = strings.TrimSpace(o); o != "" {
 					origins = append(origins, o)
 				}
 			}
-			ln, err := net.Listen("tcp", flagOrEnv(cmd, flagCodecListen, envCodecListen))
+			ln, err := net.Listen("tcp", flags.Listen)
 			if err != nil {
 				return fmt.Errorf("codec endpoint: %w", err)
 			}
-			region := flagOrEnv(cmd, flagEndpoint, envEndpoint)
+			region := flagValue(cmd, flagEndpoint)
 			logger.Info("codec endpoint serving", "listen", ln.Addr().String(), "region", region, "key", codec.CurrentKeyID())
 			e := &payloadcodec.Endpoint{Codec: codec, Region: region, AllowOrigins: origins, Logger: logger}
 			return e.Serve(cmd.Context(), ln)
 		},
 	}
-	f := c.Flags()
-	f.String(flagPayloadKeys, "", "key FILE of the workers (mode 0600)"+envHelp(temporalFlagEnvs[flagPayloadKeys]...))
-	f.String(flagCodecListen, defaultCodecListen, "host:port to serve on"+envHelp(envCodecListen))
-	f.String(flagCodecCORSOrigin, "", "comma-separated web origins whose pages may call the endpoint, e.g. the Temporal UI's http://127.0.0.1:8233"+envHelp(envCodecCORSOrigin))
+	addPayloadKeysFlag(c.Flags(), "key FILE of the workers (mode 0600)")
+	flags.declare(c.Flags())
 	addLogFlags(c)
 	return c
 }

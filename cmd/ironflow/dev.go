@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/seeddata"
@@ -25,6 +25,7 @@ var (
 
 func newDevCommand() *cobra.Command {
 	var fresh, demo, teardown bool
+	var flags devFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system on this machine: PostgreSQL, Temporal, two regions, a worker",
@@ -42,10 +43,11 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 			if demo {
 				return runDemo(cmd, logs)
 			}
-			stateDir, freePorts, err := devFlags(cmd)
+			stateDir, err := flags.absStateDir()
 			if err != nil {
 				return err
 			}
+			freePorts := flags.FreePorts
 			if teardown {
 				if err := dev.Teardown(stateDir); err != nil {
 					return fmt.Errorf("--teardown: %w", err)
@@ -83,6 +85,7 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 				TemporalUIPort:  uiPort,
 				Seed:            true,
 				RunWorker:       true,
+				RackLinks:       true,
 				Logger:          logs.logger(logFile),
 				TemporalLogFile: filepath.Join(stateDir, "temporal.log"),
 				Version:         version,
@@ -107,9 +110,8 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 			return nil
 		},
 	}
-	cmd.Flags().String("state-dir", ".ironflow-dev", "where the stack keeps its state"+envHelp(envDevStateDir))
+	flags.declare(cmd.Flags())
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
-	cmd.Flags().Bool("free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233, for a second stack"+envHelp(envDevFreePorts))
 	cmd.Flags().BoolVar(&teardown, "teardown", false, "remove the state dir of a stopped stack and everything the stack keeps (PostgreSQL's data included), then exit")
 	cmd.Flags().BoolVar(&demo, "demo", false, "start a fresh throwaway stack on free ports, replay the migration story with the CLI, and exit")
 	cmd.MarkFlagsMutuallyExclusive("teardown", "fresh")
@@ -127,21 +129,27 @@ func portsHint(err error, freePorts bool) error {
 	return fmt.Errorf("%w\n(another stack, perhaps a running make dev, holds the ports: stop it, or start a second one with: bin/ironflow dev --free-ports --state-dir DIR)", err)
 }
 
-const (
-	envDevStateDir  = "IRONFLOW_DEV_STATE_DIR"
-	envDevFreePorts = "IRONFLOW_DEV_FREE_PORTS"
-)
+// devFlags are the flags of dev that configure the stack; --fresh, --teardown and --demo are
+// what this one run does, so they have no variables.
+type devFlags struct {
+	StateDir  string
+	FreePorts bool
+}
 
-// devFlags resolves --state-dir to an absolute path, before any process of the stack (which
-// run in other directories) sees it, and --free-ports.
-func devFlags(cmd *cobra.Command) (stateDir string, freePorts bool, err error) {
-	if stateDir, err = filepath.Abs(flagOrEnv(cmd, "state-dir", envDevStateDir)); err != nil {
-		return "", false, fmt.Errorf("--state-dir: %w", err)
+func (f *devFlags) declare(fs *pflag.FlagSet) {
+	e := devScope.on(fs)
+	e.string(&f.StateDir, "state-dir", ".ironflow-dev", "where the stack keeps its state")
+	e.bool(&f.FreePorts, "free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233, for a second stack")
+}
+
+// absStateDir is --state-dir as an absolute path, resolved before any process of the stack
+// (which run in other directories) sees it.
+func (f *devFlags) absStateDir() (string, error) {
+	dir, err := filepath.Abs(f.StateDir)
+	if err != nil {
+		return "", fmt.Errorf("--state-dir: %w", err)
 	}
-	if freePorts, err = strconv.ParseBool(flagOrEnv(cmd, "free-ports", envDevFreePorts)); err != nil {
-		return "", false, fmt.Errorf("--free-ports/$%s: %w", envDevFreePorts, err)
-	}
-	return stateDir, freePorts, nil
+	return dir, nil
 }
 
 func openDevLog(stateDir string) (*os.File, error) {
@@ -160,11 +168,23 @@ func rackLines(s *dev.Stack) string {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-17s (region %s)\n", rk.Name, region)
-		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
+		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"broadcast DHCP", dhcpLine(rk)}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
 			fmt.Fprintf(&b, "    %-15s %s\n", svc[0], svc[1])
+		}
+		if rk.Link != nil {
+			fmt.Fprintf(&b, "    %-15s sudo ip netns exec %s dhclient -v %s\n", "a machine", rk.Link.MachinesNetns, rk.Link.MachinesInterface)
 		}
 	}
 	return b.String()
+}
+
+// dhcpLine is where the rack answers broadcast DHCP, or why it does not.
+func dhcpLine(rk *dev.Rack) string {
+	if rk.Link == nil {
+		return "off: " + rk.DHCPOff + " (relayed DHCP still answers)"
+	}
+	return fmt.Sprintf("%s %s (UDP 67) in netns %s; its machines' end %s in netns %s",
+		rk.Link.Interface, rk.Link.Address.Addr(), rk.Link.Netns, rk.Link.MachinesInterface, rk.Link.MachinesNetns)
 }
 
 func printDevBanner(w io.Writer, s *dev.Stack, logPath string) {

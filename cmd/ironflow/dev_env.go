@@ -18,6 +18,7 @@ import (
 // newDevEnvCommand prints the shell variables of the running dev stack, so that commands
 // pasted from the docs reach it whatever ports it chose (the racks' are new at every start).
 func newDevEnvCommand() *cobra.Command {
+	var flags devFlags
 	cmd := &cobra.Command{
 		Use:   "env",
 		Short: "Print export lines for the running dev stack: token, payload keys, region, rack and Temporal addresses",
@@ -28,7 +29,7 @@ each rack its HTTP boot URL (RACK_A for rack-a), its DNS port (RACK_A_DNS_PORT) 
 syslog address (RACK_A_SYSLOG). Fails when no stack runs there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			stateDir, _, err := devFlags(cmd)
+			stateDir, err := flags.absStateDir()
 			if err != nil {
 				return err
 			}
@@ -46,9 +47,7 @@ syslog address (RACK_A_SYSLOG). Fails when no stack runs there.`,
 			return printDevEnv(cmd.OutOrStdout(), addrs, strings.TrimSpace(string(token)))
 		},
 	}
-	cmd.Flags().String("state-dir", ".ironflow-dev", "the running stack's state dir"+envHelp(envDevStateDir))
-	cmd.Flags().Bool("free-ports", false, "")
-	_ = cmd.Flags().MarkHidden("free-ports") // read by devFlags; no meaning here
+	devScope.on(cmd.Flags()).string(&flags.StateDir, "state-dir", ".ironflow-dev", "the running stack's state dir")
 	return cmd
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestDevFlags checks the state dir reaches the stack as an absolute path (its processes run
@@ -25,23 +27,27 @@ func TestDevFlags(t *testing.T) {
 	}{
 		{name: "defaults", stateDir: filepath.Join(wd, ".ironflow-dev")},
 		{name: "relative flag", args: []string{"--state-dir", "x/../state"}, stateDir: filepath.Join(wd, "state")},
-		{name: "environment", env: map[string]string{envDevStateDir: "/srv/dev", envDevFreePorts: "1"}, stateDir: "/srv/dev", freePorts: true},
-		{name: "flag over environment", args: []string{"--free-ports=false"}, env: map[string]string{envDevFreePorts: "1"}, stateDir: filepath.Join(wd, ".ironflow-dev")},
-		{name: "bad variable", env: map[string]string{envDevFreePorts: "yes please"}, err: envDevFreePorts},
+		{name: "environment", env: map[string]string{"IRONFLOW_DEV_STATE_DIR": "/srv/dev", "IRONFLOW_DEV_FREE_PORTS": "1"}, stateDir: "/srv/dev", freePorts: true},
+		{name: "flag over environment", args: []string{"--free-ports=false"}, env: map[string]string{"IRONFLOW_DEV_FREE_PORTS": "1"}, stateDir: filepath.Join(wd, ".ironflow-dev")},
+		{name: "bad variable", env: map[string]string{"IRONFLOW_DEV_FREE_PORTS": "yes please"}, err: "IRONFLOW_DEV_FREE_PORTS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(envDevStateDir, "")
-			os.Unsetenv(envDevStateDir)
-			t.Setenv(envDevFreePorts, "")
-			os.Unsetenv(envDevFreePorts)
+			t.Setenv("IRONFLOW_DEV_STATE_DIR", "")
+			os.Unsetenv("IRONFLOW_DEV_STATE_DIR")
+			t.Setenv("IRONFLOW_DEV_FREE_PORTS", "")
+			os.Unsetenv("IRONFLOW_DEV_FREE_PORTS")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			cmd := newDevCommand()
-			if err := cmd.ParseFlags(tc.args); err != nil {
-				t.Fatal(err)
+			var flags devFlags
+			cmd := &cobra.Command{Use: "dev"}
+			flags.declare(cmd.Flags())
+			err := parseWithEnv(cmd, tc.args)
+			stateDir := ""
+			if err == nil {
+				stateDir, err = flags.absStateDir()
 			}
-			stateDir, freePorts, err := devFlags(cmd)
+			freePorts := flags.FreePorts
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one naming %s", err, tc.err)

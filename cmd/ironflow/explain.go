@@ -25,13 +25,13 @@ func explainRegionError(ctx context.Context, cmd *cobra.Command, err error) erro
 	if cmd == nil || cmd.Flags().Lookup(flagEndpoint) == nil {
 		return err
 	}
-	endpoint := flagOrEnv(cmd, flagEndpoint, envEndpoint)
+	endpoint := flagValue(cmd, flagEndpoint)
 	var apiErr *client.APIError
 	var urlErr *url.Error
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized && !apiErr.Foreign:
-		if flagOrEnv(cmd, flagToken, envToken) == "" {
+		if flagValue(cmd, flagToken) == "" {
 			return fmt.Errorf("region %s needs an API token: set %s or --token (%w)", endpoint, envToken, err)
 		}
 		return fmt.Errorf("region %s refused the API token (%w): check %s or --token", endpoint, err, envToken)

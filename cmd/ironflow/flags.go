@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,50 +14,32 @@ const (
 	flagEndpoint    = "endpoint"
 	flagToken       = "token"
 	flagOutput      = "output"
-	envEndpoint     = "IRONFLOW_ENDPOINT"
-	envToken        = "IRONFLOW_TOKEN"
 	defaultEndpoint = "http://127.0.0.1:5240"
 )
 
+var (
+	envEndpoint = ironflowScope.name(flagEndpoint)
+	envToken    = ironflowScope.name(flagToken)
+)
+
 func addGlobalFlags(root *cobra.Command) {
-	f := root.PersistentFlags()
-	f.StringP(flagEndpoint, "E", defaultEndpoint, "region API URL"+envHelp(envEndpoint))
-	f.String(flagToken, "", "API token"+envHelp(envToken))
+	f := ironflowScope.on(root.PersistentFlags())
+	f.stringP(new(string), flagEndpoint, "E", defaultEndpoint, "region API URL")
+	f.string(new(string), flagToken, "", "API token")
 	format := formatJSON
-	f.VarP(&format, flagOutput, "o", "output format: json, yaml or table")
+	root.PersistentFlags().VarP(&format, flagOutput, "o", "output format: json, yaml or table")
 }
 
-// flagOrEnv is how every command reads a flag that has environment fallbacks: the flag's
-// value when given on the command line, else the first of envs that is set, else the flag's
-// default. Environment values are read here rather than used as flag defaults so that
-// secrets never show up in --help.
-func flagOrEnv(cmd *cobra.Command, name string, envs ...string) string {
-	if v, ok := envFallback(cmd, name, envs...); ok {
-		return v
-	}
+// flagValue is a flag's value once the command line and the environment are applied
+// (withEnvFallbacks), for the flags that many commands share and read through their command:
+// the global and Temporal flags.
+func flagValue(cmd *cobra.Command, name string) string {
 	return cmd.Flags().Lookup(name).Value.String()
 }
 
-// envFallback is the first of envs that is set, when the flag was not given on the command
-// line.
-func envFallback(cmd *cobra.Command, name string, envs ...string) (string, bool) {
-	if cmd.Flags().Lookup(name).Changed {
-		return "", false
-	}
-	for _, env := range envs {
-		if v, ok := os.LookupEnv(env); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// envHelp ends a flag's usage with the environment variables it falls back to.
-func envHelp(envs ...string) string { return " (env " + strings.Join(envs, ", ") + ")" }
-
 // regionClient is the API client the global flags describe.
 func regionClient(cmd *cobra.Command) *client.Client {
-	return client.New(flagOrEnv(cmd, flagEndpoint, envEndpoint), flagOrEnv(cmd, flagToken, envToken))
+	return client.New(flagValue(cmd, flagEndpoint), flagValue(cmd, flagToken))
 }
 
 // addDeleteStubFlag declares --delete-stub (default false: the source keeps its locked stub,

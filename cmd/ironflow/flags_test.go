@@ -1,10 +1,12 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestDeleteStubFlag: the commands that migrate machines keep the source's locked stubs unless
@@ -49,4 +51,23 @@ func TestDeleteStubFlag(t *testing.T) {
 	if !strings.Contains(stderr, "--skip-machine-destroy is deprecated: use --delete-stub") || strings.Contains(stdout, "deprecated") {
 		t.Errorf("the deprecated flag warns with stdout %q, stderr %q; want the warning on stderr only", stdout, stderr)
 	}
+}
+
+// parseWithEnv parses args into cmd's flags and applies their variables, as a run does.
+func parseWithEnv(cmd *cobra.Command, args []string) error {
+	if err := cmd.ParseFlags(args); err != nil {
+		return err
+	}
+	return applyEnv(cmd)
+}
+
+// unsetFlagEnv unsets every variable of cmd's flags for the test.
+func unsetFlagEnv(t *testing.T, cmd *cobra.Command) {
+	t.Helper()
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		for _, env := range append(f.Annotations[annotationEnv], f.Annotations[annotationFormerEnv]...) {
+			t.Setenv(env, "")
+			os.Unsetenv(env)
+		}
+	})
 }

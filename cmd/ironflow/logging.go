@@ -12,9 +12,12 @@ import (
 // Log flags of every daemon (region serve, rack serve, worker, agent, dev).
 const (
 	flagLogLevel  = "log-level"
-	envLogLevel   = "IRONFLOW_LOG_LEVEL"
 	flagLogFormat = "log-format"
-	envLogFormat  = "IRONFLOW_LOG_FORMAT"
+)
+
+var (
+	envLogLevel  = ironflowScope.name(flagLogLevel)
+	envLogFormat = ironflowScope.name(flagLogFormat)
 )
 
 var logLevels = map[string]slog.Level{
@@ -26,8 +29,9 @@ var logLevels = map[string]slog.Level{
 
 // addLogFlags adds --log-level and --log-format to a daemon's command.
 func addLogFlags(c *cobra.Command) {
-	c.Flags().String(flagLogLevel, "info", "least severe level logged: debug, info, warn or error"+envHelp(envLogLevel))
-	c.Flags().String(flagLogFormat, "text", "log format: text or json"+envHelp(envLogFormat))
+	f := ironflowScope.on(c.Flags())
+	f.string(new(string), flagLogLevel, "info", "least severe level logged: debug, info, warn or error")
+	f.string(new(string), flagLogFormat, "text", "log format: text or json")
 }
 
 // daemonLogger is the logger of a daemon, writing to w as its log flags say.
@@ -41,7 +45,7 @@ func daemonLogger(cmd *cobra.Command, w io.Writer) (*slog.Logger, error) {
 
 // logFlags reads a daemon's log flags, for a daemon that checks them before it opens its log.
 func logFlags(cmd *cobra.Command) (logConfig, error) {
-	return parseLogConfig(flagOrEnv(cmd, flagLogLevel, envLogLevel), flagOrEnv(cmd, flagLogFormat, envLogFormat))
+	return parseLogConfig(flagValue(cmd, flagLogLevel), flagValue(cmd, flagLogFormat))
 }
 
 // logConfig is what the log flags ask for.
@@ -55,7 +59,7 @@ type logConfig struct {
 func parseLogConfig(level, format string) (logConfig, error) {
 	lvl, ok := logLevels[strings.ToLower(level)]
 	if !ok {
-		return logConfig{}, fmt.Errorf("--%s%s: %q is not one of debug, info, warn, error", flagLogLevel, envHelp(envLogLevel), level)
+		return logConfig{}, fmt.Errorf("--%s (env %s): %q is not one of debug, info, warn, error", flagLogLevel, envLogLevel, level)
 	}
 	switch strings.ToLower(format) {
 	case "text":
@@ -63,7 +67,7 @@ func parseLogConfig(level, format string) (logConfig, error) {
 	case "json":
 		return logConfig{level: lvl, json: true}, nil
 	}
-	return logConfig{}, fmt.Errorf("--%s%s: %q is not one of text, json", flagLogFormat, envHelp(envLogFormat), format)
+	return logConfig{}, fmt.Errorf("--%s (env %s): %q is not one of text, json", flagLogFormat, envLogFormat, format)
 }
 
 func (lc logConfig) logger(w io.Writer) *slog.Logger {

@@ -60,7 +60,7 @@ func TestDaemonLoggerFlagsAndEnv(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var out bytes.Buffer
-			cmd := &cobra.Command{Use: "daemon", RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd := withEnvFallbacks(&cobra.Command{Use: "daemon", RunE: func(cmd *cobra.Command, _ []string) error {
 				logger, err := daemonLogger(cmd, &out)
 				if err != nil {
 					return err
@@ -69,7 +69,7 @@ func TestDaemonLoggerFlagsAndEnv(t *testing.T) {
 				logger.Info("inf")
 				logger.Warn("wrn")
 				return nil
-			}}
+			}})
 			addLogFlags(cmd)
 			cmd.SetArgs(tc.args)
 			if err := cmd.Execute(); err != nil {
@@ -94,6 +94,9 @@ func TestDaemonLoggerBadEnvNamesTheFlag(t *testing.T) {
 	t.Setenv(envLogFormat, "xml")
 	cmd := &cobra.Command{Use: "daemon"}
 	addLogFlags(cmd)
+	if err := parseWithEnv(cmd, nil); err != nil {
+		t.Fatal(err)
+	}
 	_, err := daemonLogger(cmd, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--log-format") || !strings.Contains(err.Error(), `"xml"`) {
 		t.Fatalf("error = %v, want one naming --log-format and the value", err)

@@ -48,13 +48,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // newRootCommand builds the command tree; each noun lives in its own file.
 func newRootCommand() *cobra.Command {
-	root := &cobra.Command{
+	root := withEnvFallbacks(&cobra.Command{
 		Use:           "ironflow",
 		Short:         "Bare-metal provisioning with durable migrations",
 		Version:       version,
 		SilenceErrors: true, // run prints the error once, in one format
 		SilenceUsage:  true, // an API error is not a usage error
-	}
+	})
 	addGlobalFlags(root)
 	root.AddCommand(
 		newRegionCommand(),

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ironflow/ironflow/region/api"
@@ -424,11 +425,8 @@ func TestServeConfig(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			cmd := newRegionServeCommand()
-			if err := cmd.ParseFlags(tt.args); err != nil {
-				t.Fatal(err)
-			}
-			if got, err := serveConfig(cmd); err != nil || !reflect.DeepEqual(got, tt.want) {
+			cmd, flags := regionServeFlagsOf(t, tt.args)
+			if got, err := flags.config(cmd); err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
@@ -436,23 +434,40 @@ func TestServeConfig(t *testing.T) {
 	t.Run("bad values", func(t *testing.T) {
 		clearServeEnv(t)
 		t.Setenv("IRONFLOW_MAX_CONNS", "many")
-		cmd := newRegionServeCommand()
-		if err := cmd.ParseFlags([]string{"--read-timeout", "-1s", "--dns-transfer-from", "10.0.0.0/8,racks"}); err != nil {
-			t.Fatal(err)
+		var flags regionServeFlags
+		cmd := &cobra.Command{Use: "serve"}
+		flags.declare(cmd.Flags())
+		if err := parseWithEnv(cmd, nil); err == nil || !strings.Contains(err.Error(), `IRONFLOW_MAX_CONNS="many": invalid value for --max-conns`) {
+			t.Errorf("error %v, want the variable and its value named", err)
 		}
-		_, err := serveConfig(cmd)
-		if err == nil || !strings.Contains(err.Error(), `--read-timeout "-1s"`) || !strings.Contains(err.Error(), `--max-conns "many"`) ||
+		t.Setenv("IRONFLOW_MAX_CONNS", "-1")
+		cmd, flags2 := regionServeFlagsOf(t, []string{"--read-timeout", "-1s", "--dns-transfer-from", "10.0.0.0/8,racks"})
+		_, err := flags2.config(cmd)
+		if err == nil || !strings.Contains(err.Error(), `--read-timeout: -1s is negative`) || !strings.Contains(err.Error(), `IRONFLOW_MAX_CONNS (--max-conns): -1 is negative`) ||
 			!strings.Contains(err.Error(), `--dns-transfer-from: "racks"`) {
-			t.Errorf("error %v, want both bad values named", err)
+			t.Errorf("error %v, want every bad value named where it came from", err)
 		}
 	})
 }
 
-func clearServeEnv(t *testing.T) {
-	for _, f := range serveFlags {
-		t.Setenv(f.env, "")
-		os.Unsetenv(f.env)
+// regionServeFlagsOf parses args and the environment into region serve's flags.
+func regionServeFlagsOf(t *testing.T, args []string) (*cobra.Command, *regionServeFlags) {
+	t.Helper()
+	var flags regionServeFlags
+	cmd := &cobra.Command{Use: "serve"}
+	flags.declare(cmd.Flags())
+	if err := parseWithEnv(cmd, args); err != nil {
+		t.Fatal(err)
 	}
+	return cmd, &flags
+}
+
+// clearServeEnv unsets the variables of region serve's flags.
+func clearServeEnv(t *testing.T) {
+	var flags regionServeFlags
+	cmd := &cobra.Command{Use: "serve"}
+	flags.declare(cmd.Flags())
+	unsetFlagEnv(t, cmd)
 }
 
 func TestServeWithoutDatabaseFails(t *testing.T) {

@@ -71,7 +71,7 @@ func runID(cmd *cobra.Command, arg string) (string, error) {
 	if _, err := uuid.Parse(arg); err == nil {
 		return workflows.MigrateMachineID(arg), nil
 	}
-	endpoint := flagOrEnv(cmd, flagEndpoint, envEndpoint)
+	endpoint := flagValue(cmd, flagEndpoint)
 	m, err := regionClient(cmd).Machines().Get(cmd.Context(), machines.key(arg))
 	if err != nil {
 		return "", fmt.Errorf("no migration %q: it is neither a workflow ID nor a machine UUID, and machine %s on %s: %w; "+

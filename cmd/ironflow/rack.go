@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ironflow/ironflow/rack"
@@ -24,52 +24,60 @@ func newRackCommand() *cobra.Command {
 	return c
 }
 
-// Flags of the rack commands; each falls back to its environment variable. List flags read
-// a comma-separated variable.
-var rackFlagEnvs = map[string]string{
-	"url":                   "IRONFLOW_RACK_URLS",
-	"secret":                "IRONFLOW_RACK_SECRET",
-	"name":                  "IRONFLOW_RACK_NAME",
-	"state-dir":             "IRONFLOW_RACK_STATE_DIR",
-	"dhcp-interface":        "IRONFLOW_DHCP_INTERFACES",
-	"dhcp-relay-listen":     "IRONFLOW_DHCP_RELAY_LISTEN",
-	"router-advertisements": "IRONFLOW_ROUTER_ADVERTISEMENTS",
-	"server-ip":             "IRONFLOW_RACK_SERVER_IP",
-	"tftp-listen":           "IRONFLOW_TFTP_LISTEN",
-	"dns-listen":            "IRONFLOW_RACK_DNS_LISTEN",
-	"http-listen":           "IRONFLOW_HTTP_LISTEN",
-	"http-boot-url":         "IRONFLOW_HTTP_BOOT_URL",
-	"syslog-listen":         "IRONFLOW_SYSLOG_LISTEN",
-	"boot-dir":              "IRONFLOW_BOOT_DIR",
-	"region-secrets-file":   "IRONFLOW_RACK_REGION_SECRETS_FILE",
-	"pod-ssh-key":           "IRONFLOW_RACK_POD_SSH_KEY",
-	"pod-refresh-interval":  "IRONFLOW_RACK_POD_REFRESH_INTERVAL",
+// rackRegisterFlags are the flags of rack register.
+type rackRegisterFlags struct {
+	URLs                   []string
+	Secret, Name, StateDir string
 }
 
-// rackFlag is the flag's value, else its environment variable, else its default.
-func rackFlag(cmd *cobra.Command, name string) string {
-	return flagOrEnv(cmd, name, rackFlagEnvs[name])
+func (f *rackRegisterFlags) declare(fs *pflag.FlagSet) {
+	e := rackScope.on(fs)
+	e.stringList(&f.URLs, "url", "region URL; repeat for every region endpoint, preferred first").formerly("IRONFLOW_RACK_URLS")
+	e.string(&f.Secret, "secret", "", "the region's rack secret")
+	e.string(&f.Name, "name", "", "rack name (default: the earlier registration's, else the host name)")
+	e.string(&f.StateDir, "state-dir", rack.DefaultStateDir, "state directory")
 }
 
-// rackListFlag is a repeatable flag's values, else its comma-separated environment variable.
-func rackListFlag(cmd *cobra.Command, name string) []string {
-	if v, ok := envFallback(cmd, name, rackFlagEnvs[name]); ok {
-		var out []string
-		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	values, _ := cmd.Flags().GetStringArray(name)
-	return values
+// rackServeFlags are the flags of rack serve, besides the Temporal and log flags. The
+// variables of some were named without the rack's IRONFLOW_RACK_ before, as the region's
+// are: those names are still read, with a warning.
+type rackServeFlags struct {
+	StateDir             string
+	DHCPInterfaces       []string
+	RouterAdvertisements bool
+	DHCPRelayListen      string
+	ServerIP             string
+	TFTPListen           string
+	DNSListen            []string
+	HTTPListen           string
+	SyslogListen         string
+	HTTPBootURL          string
+	BootDir              string
+	RegionSecretsFile    string
+	PodSSHKey            string
+	PodRefreshInterval   time.Duration
 }
 
-// rackEnvHelp ends a rack flag's usage with its environment variable.
-func rackEnvHelp(name string) string { return envHelp(rackFlagEnvs[name]) }
+func (f *rackServeFlags) declare(fs *pflag.FlagSet) {
+	e := rackScope.on(fs)
+	e.string(&f.StateDir, "state-dir", rack.DefaultStateDir, "state directory")
+	e.stringList(&f.DHCPInterfaces, "dhcp-interface", "serve broadcast DHCP on this interface; repeatable").formerly("IRONFLOW_DHCP_INTERFACES")
+	e.bool(&f.RouterAdvertisements, "router-advertisements", true, "answer IPv6 router solicitations on the DHCP interfaces with an empty advertisement (no prefix, not a default router), so iPXE does not wait for IPv6; turn off where the link has an IPv6 router").formerly("IRONFLOW_ROUTER_ADVERTISEMENTS")
+	e.string(&f.DHCPRelayListen, "dhcp-relay-listen", "", "ip:port for relayed DHCP requests, e.g. 127.0.0.1:1067").formerly("IRONFLOW_DHCP_RELAY_LISTEN")
+	e.string(&f.ServerIP, "server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)")
+	e.string(&f.TFTPListen, "tftp-listen", ":69", "TFTP address; empty disables TFTP").formerly("IRONFLOW_TFTP_LISTEN")
+	e.stringList(&f.DNSListen, "dns-listen", "ip:port to serve DNS on, UDP and TCP; repeatable; \"none\" disables DNS (default: port 53 on each --dhcp-interface's address)")
+	e.string(&f.HTTPListen, "http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot").formerly("IRONFLOW_HTTP_LISTEN")
+	e.string(&f.SyslogListen, "syslog-listen", rsyslog.DefaultAddr, "syslog address (UDP and TCP) of the machines; empty disables syslog").formerly("IRONFLOW_SYSLOG_LISTEN")
+	e.string(&f.HTTPBootURL, "http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)").formerly("IRONFLOW_HTTP_BOOT_URL")
+	e.string(&f.BootDir, "boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP").formerly("IRONFLOW_BOOT_DIR")
+	e.string(&f.RegionSecretsFile, "region-secrets-file", "", "rack secrets of the regions this rack may move to")
+	e.string(&f.PodSSHKey, "pod-ssh-key", "", "private key file the rack logs in with to its qemu+ssh pods (their host keys are recorded on the pods)")
+	e.duration(&f.PodRefreshInterval, "pod-refresh-interval", rack.DefaultPodRefreshInterval, "how often the rack refreshes the facts of its pods; 0 never (on demand only)")
+}
 
 func newRackRegisterCommand() *cobra.Command {
+	var flags rackRegisterFlags
 	c := &cobra.Command{
 		Use:   "register --url URL [--url URL...] --secret SECRET",
 		Short: "Register this rack with a region and store its identity and token in the state directory",
@@ -79,10 +87,10 @@ func newRackRegisterCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := rack.Register(cmd.Context(), rack.RegisterOptions{
-				URLs:     rackListFlag(cmd, "url"),
-				Secret:   rackFlag(cmd, "secret"),
-				Name:     rackFlag(cmd, "name"),
-				StateDir: rackFlag(cmd, "state-dir"),
+				URLs:     flags.URLs,
+				Secret:   flags.Secret,
+				Name:     flags.Name,
+				StateDir: flags.StateDir,
 				Version:  version,
 			})
 			if err != nil {
@@ -92,15 +100,12 @@ func newRackRegisterCommand() *cobra.Command {
 			return nil
 		},
 	}
-	f := c.Flags()
-	f.StringArray("url", nil, "region URL; repeat for every region endpoint, preferred first"+rackEnvHelp("url"))
-	f.String("secret", "", "the region's rack secret"+rackEnvHelp("secret"))
-	f.String("name", "", "rack name (default: the earlier registration's, else the host name)"+rackEnvHelp("name"))
-	f.String("state-dir", rack.DefaultStateDir, "state directory"+rackEnvHelp("state-dir"))
+	flags.declare(c.Flags())
 	return c
 }
 
 func newRackServeCommand() *cobra.Command {
+	var flags rackServeFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve DHCP, TFTP, HTTP boot and the rack's worker until interrupted",
@@ -117,28 +122,14 @@ func newRackServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o, err := rackServeOptions(cmd, logger)
+			o, err := flags.options(cmd, logger)
 			if err != nil {
 				return err
 			}
 			return rack.Serve(cmd.Context(), o)
 		},
 	}
-	f := c.Flags()
-	f.String("state-dir", rack.DefaultStateDir, "state directory"+rackEnvHelp("state-dir"))
-	f.StringArray("dhcp-interface", nil, "serve broadcast DHCP on this interface; repeatable"+rackEnvHelp("dhcp-interface"))
-	f.Bool("router-advertisements", true, "answer IPv6 router solicitations on the DHCP interfaces with an empty advertisement (no prefix, not a default router), so iPXE does not wait for IPv6; turn off where the link has an IPv6 router"+rackEnvHelp("router-advertisements"))
-	f.String("dhcp-relay-listen", "", "ip:port for relayed DHCP requests, e.g. 127.0.0.1:1067"+rackEnvHelp("dhcp-relay-listen"))
-	f.String("server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)"+rackEnvHelp("server-ip"))
-	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+rackEnvHelp("tftp-listen"))
-	f.StringArray("dns-listen", nil, "ip:port to serve DNS on, UDP and TCP; repeatable; \"none\" disables DNS (default: port 53 on each --dhcp-interface's address)"+rackEnvHelp("dns-listen"))
-	f.String("http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot"+rackEnvHelp("http-listen"))
-	f.String("syslog-listen", rsyslog.DefaultAddr, "syslog address (UDP and TCP) of the machines; empty disables syslog"+rackEnvHelp("syslog-listen"))
-	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+rackEnvHelp("http-boot-url"))
-	f.String("boot-dir", "/var/lib/ironflow/boot", "boot directory served by TFTP and HTTP"+rackEnvHelp("boot-dir"))
-	f.String("region-secrets-file", "", "rack secrets of the regions this rack may move to"+rackEnvHelp("region-secrets-file"))
-	f.String("pod-ssh-key", "", "private key file the rack logs in with to its qemu+ssh pods (their host keys are recorded on the pods)"+rackEnvHelp("pod-ssh-key"))
-	f.Duration("pod-refresh-interval", rack.DefaultPodRefreshInterval, "how often the rack refreshes the facts of its pods; 0 never (on demand only)"+rackEnvHelp("pod-refresh-interval"))
+	flags.declare(c.Flags())
 	addLogFlags(c)
 	addTemporalFlags(c)
 	// A rack runs its worker only when a Temporal address is given.
@@ -150,51 +141,45 @@ func newRackServeCommand() *cobra.Command {
 	return c
 }
 
-// rackServeOptions reads the serve flags.
-func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, error) {
+// options checks the serve flags.
+func (f *rackServeFlags) options(cmd *cobra.Command, logger *slog.Logger) (rack.Options, error) {
 	o := rack.Options{
-		StateDir:        rackFlag(cmd, "state-dir"),
-		DHCPInterfaces:  rackListFlag(cmd, "dhcp-interface"),
-		DHCPRelayListen: rackFlag(cmd, "dhcp-relay-listen"),
-		TFTPListen:      rackFlag(cmd, "tftp-listen"),
-		HTTPListen:      rackFlag(cmd, "http-listen"),
-		HTTPBootURL:     rackFlag(cmd, "http-boot-url"),
-		SyslogListen:    rackFlag(cmd, "syslog-listen"),
-		BootDir:         rackFlag(cmd, "boot-dir"),
-		DNSListen:       dnsListen(cmd),
-		Version:         version,
-		Logger:          logger,
+		StateDir:             f.StateDir,
+		DHCPInterfaces:       f.DHCPInterfaces,
+		DHCPRelayListen:      f.DHCPRelayListen,
+		RouterAdvertisements: f.RouterAdvertisements,
+		TFTPListen:           f.TFTPListen,
+		HTTPListen:           f.HTTPListen,
+		HTTPBootURL:          f.HTTPBootURL,
+		SyslogListen:         f.SyslogListen,
+		BootDir:              f.BootDir,
+		DNSListen:            dnsListen(f.DNSListen),
+		PodSSHKeyFile:        f.PodSSHKey,
+		PodRefreshInterval:   f.PodRefreshInterval,
+		Version:              version,
+		Logger:               logger,
 	}
-	ras, err := strconv.ParseBool(rackFlag(cmd, "router-advertisements"))
-	if err != nil {
-		return rack.Options{}, fmt.Errorf("--router-advertisements %q: want true or false", rackFlag(cmd, "router-advertisements"))
-	}
-	o.RouterAdvertisements = ras
-	if ip := rackFlag(cmd, "server-ip"); ip != "" {
-		a, err := netip.ParseAddr(ip)
+	if f.ServerIP != "" {
+		a, err := netip.ParseAddr(f.ServerIP)
 		if err != nil || !a.Is4() {
-			return rack.Options{}, fmt.Errorf("--server-ip %q is not an IPv4 address", ip)
+			return rack.Options{}, fmt.Errorf("%s %q is not an IPv4 address", flagOrigin(cmd, "server-ip"), f.ServerIP)
 		}
 		o.ServerIP = a
 	}
-	if temporalFlag(cmd, flagTemporalAddress) != "" {
+	var err error
+	if flagValue(cmd, flagTemporalAddress) != "" {
 		if o.Temporal, err = temporalOptions(cmd, logger); err != nil {
 			return rack.Options{}, err
 		}
 		warnClearPayloads(o.Temporal, logger)
 	}
-	secrets, err := loadRegionSecrets(rackFlag(cmd, "region-secrets-file"))
-	if err != nil {
+	if o.RegionSecrets, err = loadRegionSecrets(f.RegionSecretsFile); err != nil {
 		return rack.Options{}, err
 	}
-	o.RegionSecrets = secrets
-	o.PodSSHKeyFile = rackFlag(cmd, "pod-ssh-key")
-	every, err := time.ParseDuration(rackFlag(cmd, "pod-refresh-interval"))
-	if err != nil || every < 0 {
-		return rack.Options{}, fmt.Errorf("--pod-refresh-interval %q: want a duration such as 5m, or 0", rackFlag(cmd, "pod-refresh-interval"))
-	}
-	o.PodRefreshInterval = every
-	if every == 0 {
+	switch {
+	case f.PodRefreshInterval < 0:
+		return rack.Options{}, fmt.Errorf("%s %s: want a duration such as 5m, or 0", flagOrigin(cmd, "pod-refresh-interval"), f.PodRefreshInterval)
+	case f.PodRefreshInterval == 0:
 		o.PodRefreshInterval = -1 // the rack's "never"
 	}
 	return o, nil
@@ -202,8 +187,7 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 
 // dnsListen is --dns-listen: nil when neither the flag nor its variable is set (the rack's
 // default), empty for "none".
-func dnsListen(cmd *cobra.Command) []string {
-	values := rackListFlag(cmd, "dns-listen")
+func dnsListen(values []string) []string {
 	switch {
 	case len(values) == 1 && values[0] == "none":
 		return []string{}

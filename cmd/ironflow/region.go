@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ironflow/ironflow/region/api"
 	regiondns "github.com/ironflow/ironflow/region/dns"
@@ -19,39 +19,52 @@ func newRegionCommand() *cobra.Command {
 	return c
 }
 
-// serveFlags are the flags of region serve with the environment variables they fall back to.
-var serveFlags = []struct{ name, env, def, usage string }{
-	{"database-url", "IRONFLOW_DATABASE_URL", "", "PostgreSQL connection string"},
-	{"listen", "IRONFLOW_LISTEN", ":5240", "address of the HTTP API"},
-	{"name", "IRONFLOW_REGION_NAME", "", "region name (default: the host name)"},
-	{"public-url", "IRONFLOW_PUBLIC_URL", "", "URL racks, clients and other regions reach this region at"},
-	{"read-timeout", "IRONFLOW_READ_TIMEOUT", server.DefaultLimits.ReadTimeout.String(), "time to read a whole request (migration imports get 10m once their ticket is verified)"},
-	{"write-timeout", "IRONFLOW_WRITE_TIMEOUT", server.DefaultLimits.WriteTimeout.String(), "time to write an answer (agent long polls and exports extend theirs)"},
-	{"idle-timeout", "IRONFLOW_IDLE_TIMEOUT", server.DefaultLimits.IdleTimeout.String(), "time a keep-alive connection may idle"},
-	{"max-header-bytes", "IRONFLOW_MAX_HEADER_BYTES", strconv.Itoa(server.DefaultLimits.MaxHeaderBytes), "largest request header"},
-	{"max-conns", "IRONFLOW_MAX_CONNS", strconv.Itoa(server.DefaultLimits.MaxConns), "connections served at once"},
-	{"events-max-age", "IRONFLOW_EVENTS_MAX_AGE", "2160h", "delete audit events older than this (0: keep)"},
-	{"events-max-count", "IRONFLOW_EVENTS_MAX_COUNT", "1000000", "keep at most this many audit events (0: no bound)"},
-	{"syslog-max-age", "IRONFLOW_SYSLOG_MAX_AGE", "720h", "delete machines' syslog messages stored longer ago than this (0: keep)"},
-	{"syslog-max-count", "IRONFLOW_SYSLOG_MAX_COUNT", "10000000", "keep at most this many syslog messages, of all machines (0: no bound)"},
-	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
-	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
-	{"dns-listen", "IRONFLOW_DNS_LISTEN", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)"},
-	{"dns-transfer-from", "IRONFLOW_DNS_TRANSFER_FROM", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)"},
+// regionServeFlags are the flags of region serve.
+type regionServeFlags struct {
+	DatabaseURL, Listen, Name, PublicURL   string
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes, MaxConns               int
+	EventsMaxAge, SyslogMaxAge             time.Duration
+	EventsMaxCount, SyslogMaxCount         int
+	AdminToken, RackSecret                 string
+	DNSListen, DNSTransferFrom             string
+}
+
+func (f *regionServeFlags) declare(fs *pflag.FlagSet) {
+	e := ironflowScope.on(fs)
+	e.string(&f.DatabaseURL, "database-url", "", "PostgreSQL connection string")
+	e.string(&f.Listen, "listen", ":5240", "address of the HTTP API")
+	// IRONFLOW_REGION_NAME: a bare IRONFLOW_NAME would not say whose name it is.
+	regionScope.on(fs).string(&f.Name, "name", "", "region name (default: the host name)")
+	e.string(&f.PublicURL, "public-url", "", "URL racks, clients and other regions reach this region at")
+	e.duration(&f.ReadTimeout, "read-timeout", server.DefaultLimits.ReadTimeout, "time to read a whole request (migration imports get 10m once their ticket is verified)")
+	e.duration(&f.WriteTimeout, "write-timeout", server.DefaultLimits.WriteTimeout, "time to write an answer (agent long polls and exports extend theirs)")
+	e.duration(&f.IdleTimeout, "idle-timeout", server.DefaultLimits.IdleTimeout, "time a keep-alive connection may idle")
+	e.int(&f.MaxHeaderBytes, "max-header-bytes", server.DefaultLimits.MaxHeaderBytes, "largest request header")
+	e.int(&f.MaxConns, "max-conns", server.DefaultLimits.MaxConns, "connections served at once")
+	e.duration(&f.EventsMaxAge, "events-max-age", 2160*time.Hour, "delete audit events older than this (0: keep)")
+	e.int(&f.EventsMaxCount, "events-max-count", 1000000, "keep at most this many audit events (0: no bound)")
+	e.duration(&f.SyslogMaxAge, "syslog-max-age", 720*time.Hour, "delete machines' syslog messages stored longer ago than this (0: keep)")
+	e.int(&f.SyslogMaxCount, "syslog-max-count", 10000000, "keep at most this many syslog messages, of all machines (0: no bound)")
+	e.string(&f.AdminToken, "admin-token", "", "admin token to install at first start (default: mint one and print it once)")
+	e.string(&f.RackSecret, "rack-secret", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)")
+	e.string(&f.DNSListen, "dns-listen", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)")
+	e.string(&f.DNSTransferFrom, "dns-transfer-from", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)")
 }
 
 func newRegionServeCommand() *cobra.Command {
+	var flags regionServeFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the region API on top of PostgreSQL until interrupted",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := serveConfig(cmd)
+			cfg, err := flags.config(cmd)
 			if err != nil {
 				return err
 			}
 			if cfg.DatabaseURL == "" {
-				return errors.New("no database: give --database-url or set IRONFLOW_DATABASE_URL")
+				return fmt.Errorf("no database: give --database-url or set %s", ironflowScope.name("database-url"))
 			}
 			if cfg.Logger, err = daemonLogger(cmd, cmd.ErrOrStderr()); err != nil {
 				return err
@@ -60,56 +73,49 @@ func newRegionServeCommand() *cobra.Command {
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
-	for _, f := range serveFlags {
-		c.Flags().String(f.name, f.def, f.usage+envHelp(f.env))
-	}
+	flags.declare(c.Flags())
 	addLogFlags(c)
 	return c
 }
 
-// serveConfig reads the serve flags, each falling back to its environment variable.
-func serveConfig(cmd *cobra.Command) (server.Config, error) {
-	value := make(map[string]string, len(serveFlags))
-	for _, f := range serveFlags {
-		value[f.name] = flagOrEnv(cmd, f.name, f.env)
-	}
+// config checks the serve flags: no limit, age or count is negative.
+func (f *regionServeFlags) config(cmd *cobra.Command) (server.Config, error) {
 	var errs []error
-	duration := func(name string) time.Duration {
-		d, err := time.ParseDuration(value[name])
-		if err != nil || d < 0 {
-			errs = append(errs, fmt.Errorf("--%s %q is not a non-negative duration", name, value[name]))
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"read-timeout", int64(f.ReadTimeout)}, {"write-timeout", int64(f.WriteTimeout)}, {"idle-timeout", int64(f.IdleTimeout)},
+		{"max-header-bytes", int64(f.MaxHeaderBytes)}, {"max-conns", int64(f.MaxConns)},
+		{"events-max-age", int64(f.EventsMaxAge)}, {"events-max-count", int64(f.EventsMaxCount)},
+		{"syslog-max-age", int64(f.SyslogMaxAge)}, {"syslog-max-count", int64(f.SyslogMaxCount)},
+	} {
+		if c.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s is negative", flagOrigin(cmd, c.name), cmd.Flags().Lookup(c.name).Value))
 		}
-		return d
-	}
-	count := func(name string) int {
-		n, err := strconv.Atoi(value[name])
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("--%s %q is not a non-negative integer", name, value[name]))
-		}
-		return n
 	}
 	cfg := server.Config{
-		DatabaseURL: value["database-url"],
-		Listen:      value["listen"],
-		Name:        value["name"],
-		PublicURL:   value["public-url"],
-		AdminToken:  value["admin-token"],
-		RackSecret:  value["rack-secret"],
-		DNSListen:   value["dns-listen"],
+		DatabaseURL: f.DatabaseURL,
+		Listen:      f.Listen,
+		Name:        f.Name,
+		PublicURL:   f.PublicURL,
+		AdminToken:  f.AdminToken,
+		RackSecret:  f.RackSecret,
+		DNSListen:   f.DNSListen,
 		Version:     version,
 		Limits: server.Limits{
-			ReadTimeout:    duration("read-timeout"),
-			WriteTimeout:   duration("write-timeout"),
-			IdleTimeout:    duration("idle-timeout"),
-			MaxHeaderBytes: count("max-header-bytes"),
-			MaxConns:       count("max-conns"),
+			ReadTimeout:    f.ReadTimeout,
+			WriteTimeout:   f.WriteTimeout,
+			IdleTimeout:    f.IdleTimeout,
+			MaxHeaderBytes: f.MaxHeaderBytes,
+			MaxConns:       f.MaxConns,
 		},
-		Retention:       server.Retention{MaxAge: duration("events-max-age"), MaxCount: count("events-max-count")},
-		SyslogRetention: server.Retention{MaxAge: duration("syslog-max-age"), MaxCount: count("syslog-max-count")},
+		Retention:       server.Retention{MaxAge: f.EventsMaxAge, MaxCount: f.EventsMaxCount},
+		SyslogRetention: server.Retention{MaxAge: f.SyslogMaxAge, MaxCount: f.SyslogMaxCount},
 	}
-	transferFrom, err := regiondns.ParseTransferFrom(value["dns-transfer-from"])
+	transferFrom, err := regiondns.ParseTransferFrom(f.DNSTransferFrom)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("--dns-transfer-from: %w", err))
+		errs = append(errs, fmt.Errorf("%s: %w", flagOrigin(cmd, "dns-transfer-from"), err))
 	}
 	cfg.DNSTransferFrom = transferFrom
 	return cfg, errors.Join(errs...)

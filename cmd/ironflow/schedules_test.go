@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
 	"github.com/ironflow/ironflow/workflows/moves"
@@ -140,16 +141,15 @@ func registerNamespace(address, namespace string) error {
 	if err != nil && !errors.As(err, &exists) {
 		return fmt.Errorf("register namespace %s: %w", namespace, err)
 	}
-	for {
-		if err = workers.RegisterSearchAttributes(ctx, c, namespace); err == nil {
-			return nil
+	if complaint := testutil.Poll(time.Minute, func() string {
+		if err = workers.RegisterSearchAttributes(ctx, c, namespace); err != nil {
+			return err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("namespace %s not ready: %w", namespace, err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return ""
+	}); complaint != "" {
+		return fmt.Errorf("namespace %s not ready: %w", namespace, err)
 	}
+	return nil
 }
 
 // Bad flags are refused before Temporal is contacted: the address points nowhere.

@@ -4,9 +4,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	temporallog "go.temporal.io/sdk/log"
@@ -15,7 +15,8 @@ import (
 )
 
 // Temporal connection flags of the commands that talk to Temporal (worker, machines migrate,
-// migrations). Each falls back to Ironflow's variable, then to the Temporal CLI's own.
+// migrations). Each falls back to Ironflow's variable, then to the Temporal CLI's own
+// (temporalScope); the payload keys, which Temporal knows nothing of, to Ironflow's only.
 const (
 	flagTemporalAddress    = "temporal-address"
 	flagNamespace          = "namespace"
@@ -26,26 +27,20 @@ const (
 	defaultNamespace       = "default"
 )
 
-var temporalFlagEnvs = map[string][]string{
-	flagTemporalAddress: {"IRONFLOW_TEMPORAL_ADDRESS", "TEMPORAL_ADDRESS"},
-	flagNamespace:       {"IRONFLOW_TEMPORAL_NAMESPACE", "TEMPORAL_NAMESPACE"},
-	flagTemporalAPIKey:  {"IRONFLOW_TEMPORAL_API_KEY", "TEMPORAL_API_KEY"},
-	flagPayloadKeys:     {"IRONFLOW_PAYLOAD_KEYS"},
-}
-
 // addTemporalFlags adds the connection flags to c and its subcommands.
 func addTemporalFlags(c *cobra.Command) {
-	f := c.PersistentFlags()
-	f.String(flagTemporalAddress, defaultTemporalAddress, "Temporal frontend host:port"+envHelp(temporalFlagEnvs[flagTemporalAddress]...))
-	f.String(flagNamespace, defaultNamespace, "Temporal namespace"+envHelp(temporalFlagEnvs[flagNamespace]...))
-	f.Bool(flagTemporalTLS, false, "connect to Temporal over TLS (implied by an API key)")
-	f.String(flagTemporalAPIKey, "", "Temporal API key, e.g. for Temporal Cloud"+envHelp(temporalFlagEnvs[flagTemporalAPIKey]...))
-	f.String(flagPayloadKeys, "", "key FILE (mode 0600, lines id:base64key, the first the current key) encrypting what goes to Temporal; none: payloads in clear text"+envHelp(temporalFlagEnvs[flagPayloadKeys]...))
+	f := temporalScope.on(c.PersistentFlags())
+	f.string(new(string), flagTemporalAddress, defaultTemporalAddress, "Temporal frontend host:port")
+	f.string(new(string), flagNamespace, defaultNamespace, "Temporal namespace")
+	f.bool(new(bool), flagTemporalTLS, false, "connect to Temporal over TLS (implied by an API key)")
+	f.string(new(string), flagTemporalAPIKey, "", "Temporal API key, e.g. for Temporal Cloud")
+	addPayloadKeysFlag(c.PersistentFlags(), "key FILE (mode 0600, lines id:base64key, the first the current key) encrypting what goes to Temporal; none: payloads in clear text")
 }
 
-// temporalFlag is the flag's value, else its environment variables, else its default.
-func temporalFlag(cmd *cobra.Command, name string) string {
-	return flagOrEnv(cmd, name, temporalFlagEnvs[name]...)
+// addPayloadKeysFlag declares --payload-keys, which the codec endpoint shares with the
+// Temporal clients.
+func addPayloadKeysFlag(fs *pflag.FlagSet, usage string) {
+	ironflowScope.on(fs).string(new(string), flagPayloadKeys, "", usage)
 }
 
 // temporalClient is a Temporal client with its data converter, which decodes the payloads the
@@ -81,12 +76,12 @@ func dialWith(cmd *cobra.Command, opts client.Options) (*temporalClient, error) 
 // its default logger would write to stdout, which `$(ironflow ...)` captures.
 func temporalOptions(cmd *cobra.Command, logger *slog.Logger) (client.Options, error) {
 	opts := client.Options{
-		HostPort:  temporalFlag(cmd, flagTemporalAddress),
-		Namespace: temporalFlag(cmd, flagNamespace),
+		HostPort:  flagValue(cmd, flagTemporalAddress),
+		Namespace: flagValue(cmd, flagNamespace),
 		Logger:    temporallog.NewStructuredLogger(logger),
 	}
 	useTLS, _ := cmd.Flags().GetBool(flagTemporalTLS)
-	if key := temporalFlag(cmd, flagTemporalAPIKey); key != "" {
+	if key := flagValue(cmd, flagTemporalAPIKey); key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 		useTLS = true // an API key must not cross the network in clear text
 	}
@@ -102,13 +97,13 @@ func temporalOptions(cmd *cobra.Command, logger *slog.Logger) (client.Options, e
 
 // payloadCodec is the codec of the key file the flags name; nil without one.
 func payloadCodec(cmd *cobra.Command) (*payloadcodec.Codec, error) {
-	path := temporalFlag(cmd, flagPayloadKeys)
+	path := flagValue(cmd, flagPayloadKeys)
 	if path == "" {
 		return nil, nil
 	}
 	codec, err := payloadcodec.LoadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--%s (env %s): %w", flagPayloadKeys, strings.Join(temporalFlagEnvs[flagPayloadKeys], ", "), err)
+		return nil, fmt.Errorf("%s: %w", flagOrigin(cmd, flagPayloadKeys), err)
 	}
 	return codec, nil
 }

@@ -90,7 +90,7 @@ func userCreateCommand(cmd *cobra.Command, name, role string) string {
 	if role == "" {
 		role = api.RoleReadonly
 	}
-	return fmt.Sprintf("ironflow -E %s users create %s --role %s", flagOrEnv(cmd, flagEndpoint, envEndpoint), name, role)
+	return fmt.Sprintf("ironflow -E %s users create %s --role %s", flagValue(cmd, flagEndpoint), name, role)
 }
 
 func checkRole(role string) error {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -28,21 +28,42 @@ const workerStopTimeout = 30 * time.Second
 
 const (
 	flagRegionsFile    = "regions-file"
-	envRegionsFile     = "IRONFLOW_REGIONS_FILE"
 	defaultRegionsFile = "/etc/ironflow/regions.yaml"
 
 	// SSH to ESXi hosts, for the ESXi repoint (activities.ESXiConfig).
 	flagESXiSSHKey    = "esxi-ssh-key"
-	envESXiSSHKey     = "IRONFLOW_ESXI_SSH_KEY"
 	flagESXiAllowTOFU = "esxi-allow-tofu"
-	envESXiAllowTOFU  = "IRONFLOW_ESXI_ALLOW_TOFU"
 	flagESXiSSHPort   = "esxi-ssh-port"
-	envESXiSSHPort    = "IRONFLOW_ESXI_SSH_PORT"
 	flagESXiUser      = "esxi-user"
-	envESXiUser       = "IRONFLOW_ESXI_USER"
 )
 
+// workerFlags are the worker's own flags, besides the Temporal and log flags.
+type workerFlags struct {
+	RegionsFile string
+	ESXi        esxiFlags
+	Version     workerVersion
+}
+
+// esxiFlags are the flags of the SSH login to ESXi hosts.
+type esxiFlags struct {
+	SSHKey    string
+	AllowTOFU bool
+	SSHPort   int
+	User      string
+}
+
+func (f *workerFlags) declare(fs *pflag.FlagSet) {
+	e := ironflowScope.on(fs)
+	e.string(&f.RegionsFile, flagRegionsFile, defaultRegionsFile, "regions the worker may migrate between, with their tokens")
+	e.string(&f.ESXi.SSHKey, flagESXiSSHKey, "", "operator private key FILE that logs in to ESXi hosts without an agent; none: only hosts with an agent can be repointed")
+	e.bool(&f.ESXi.AllowTOFU, flagESXiAllowTOFU, false, "accept an ESXi host's SSH key on first use when the machine records none")
+	e.int(&f.ESXi.SSHPort, flagESXiSSHPort, 22, "SSH port of the ESXi hosts")
+	e.string(&f.ESXi.User, flagESXiUser, "root", "SSH user on the ESXi hosts")
+	f.Version.declare(e)
+}
+
 func newWorkerCommand() *cobra.Command {
+	var flags workerFlags
 	c := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the orchestration worker (migrations) until interrupted",
@@ -59,43 +80,31 @@ func newWorkerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runWorker(cmd, logger)
+			return runWorker(cmd, &flags, logger)
 		},
 	}
 	addTemporalFlags(c)
 	addLogFlags(c)
-	addVersioningFlags(c)
-	f := c.Flags()
-	f.String(flagRegionsFile, defaultRegionsFile, "regions the worker may migrate between, with their tokens"+envHelp(envRegionsFile))
-	f.String(flagESXiSSHKey, "", "operator private key FILE that logs in to ESXi hosts without an agent; none: only hosts with an agent can be repointed"+envHelp(envESXiSSHKey))
-	f.Bool(flagESXiAllowTOFU, false, "accept an ESXi host's SSH key on first use when the machine records none"+envHelp(envESXiAllowTOFU))
-	f.Int(flagESXiSSHPort, 22, "SSH port of the ESXi hosts"+envHelp(envESXiSSHPort))
-	f.String(flagESXiUser, "root", "SSH user on the ESXi hosts"+envHelp(envESXiUser))
+	flags.declare(c.Flags())
 	return c
 }
 
-// esxiConfig reads the ESXi flags. The operator key is parsed here, so a bad key file stops
+// esxiConfig checks the ESXi flags. The operator key is parsed here, so a bad key file stops
 // the worker at start rather than failing the first ESXi migration.
-func esxiConfig(cmd *cobra.Command) (activities.ESXiConfig, error) {
+func esxiConfig(cmd *cobra.Command, f esxiFlags) (activities.ESXiConfig, error) {
 	var cfg activities.ESXiConfig
-	tofu := flagOrEnv(cmd, flagESXiAllowTOFU, envESXiAllowTOFU)
-	allow, err := strconv.ParseBool(tofu)
-	if err != nil {
-		return cfg, fmt.Errorf("--%s (env %s): %q is not a boolean", flagESXiAllowTOFU, envESXiAllowTOFU, tofu)
+	if f.SSHPort < 1 || f.SSHPort > 65535 {
+		return cfg, fmt.Errorf("%s: %d is not a TCP port (1-65535)", flagOrigin(cmd, flagESXiSSHPort), f.SSHPort)
 	}
-	portText := flagOrEnv(cmd, flagESXiSSHPort, envESXiSSHPort)
-	port, err := strconv.Atoi(portText)
-	if err != nil || port < 1 || port > 65535 {
-		return cfg, fmt.Errorf("--%s (env %s): %q is not a TCP port (1-65535)", flagESXiSSHPort, envESXiSSHPort, portText)
-	}
-	user := strings.TrimSpace(flagOrEnv(cmd, flagESXiUser, envESXiUser))
+	user := strings.TrimSpace(f.User)
 	if user == "" {
-		return cfg, fmt.Errorf("--%s (env %s) is empty", flagESXiUser, envESXiUser)
+		return cfg, fmt.Errorf("%s is empty", flagOrigin(cmd, flagESXiUser))
 	}
-	cfg.AllowTOFU, cfg.Port, cfg.User = allow, port, user
-	if path := flagOrEnv(cmd, flagESXiSSHKey, envESXiSSHKey); path != "" {
-		if cfg.Login, err = loadSSHKey(path); err != nil {
-			return cfg, fmt.Errorf("--%s (env %s): %w", flagESXiSSHKey, envESXiSSHKey, err)
+	cfg.AllowTOFU, cfg.Port, cfg.User = f.AllowTOFU, f.SSHPort, user
+	if f.SSHKey != "" {
+		var err error
+		if cfg.Login, err = loadSSHKey(f.SSHKey); err != nil {
+			return cfg, fmt.Errorf("%s: %w", flagOrigin(cmd, flagESXiSSHKey), err)
 		}
 	}
 	return cfg, nil
@@ -120,17 +129,17 @@ func loadSSHKey(path string) (ssh.Signer, error) {
 
 // runWorker loads the regions first, so a bad file fails before anything connects, then runs
 // the migration worker until the command's context ends.
-func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
-	path := flagOrEnv(cmd, flagRegionsFile, envRegionsFile)
+func runWorker(cmd *cobra.Command, flags *workerFlags, logger *slog.Logger) error {
+	path := flags.RegionsFile
 	regions, err := activities.LoadRegions(path)
 	if err != nil {
 		return err
 	}
-	esxi, err := esxiConfig(cmd)
+	esxi, err := esxiConfig(cmd, flags.ESXi)
 	if err != nil {
 		return err
 	}
-	version, err := versioningFlags(cmd)
+	version, err := flags.Version.resolved()
 	if err != nil {
 		return err
 	}
@@ -144,7 +153,7 @@ func runWorker(cmd *cobra.Command, logger *slog.Logger) error {
 		return err
 	}
 	defer c.Close()
-	namespace := temporalFlag(cmd, flagNamespace)
+	namespace := flagValue(cmd, flagNamespace)
 	if err := ensureSearchAttributes(cmd.Context(), c, namespace, logger); err != nil {
 		return err
 	}

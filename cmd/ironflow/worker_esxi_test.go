@@ -49,6 +49,14 @@ func writeFile(t *testing.T, name string, data []byte) string {
 	return path
 }
 
+// The variables of the ESXi flags, as operators set them.
+const (
+	envESXiSSHKey    = "IRONFLOW_ESXI_SSH_KEY"
+	envESXiAllowTOFU = "IRONFLOW_ESXI_ALLOW_TOFU"
+	envESXiSSHPort   = "IRONFLOW_ESXI_SSH_PORT"
+	envESXiUser      = "IRONFLOW_ESXI_USER"
+)
+
 // parseESXiFlags runs esxiConfig on the worker command's flags with args and env.
 func parseESXiFlags(t *testing.T, args []string, env map[string]string) (activities.ESXiConfig, error) {
 	t.Helper()
@@ -61,16 +69,13 @@ func parseESXiFlags(t *testing.T, args []string, env map[string]string) (activit
 	}
 	var cfg activities.ESXiConfig
 	var cfgErr error
-	c := newWorkerCommand()
-	c.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, cfgErr = esxiConfig(cmd)
-		return nil
+	var flags workerFlags
+	c := &cobra.Command{Use: "worker"}
+	flags.declare(c.Flags())
+	if err := parseWithEnv(c, args); err != nil {
+		return cfg, err
 	}
-	c.SetArgs(args)
-	c.SetOut(&bytes.Buffer{})
-	if err := c.Execute(); err != nil {
-		t.Fatal(err)
-	}
+	cfg, cfgErr = esxiConfig(c, flags.ESXi)
 	return cfg, cfgErr
 }
 
@@ -119,13 +124,13 @@ func TestWorkerESXiFlagsRefuseBadValues(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"missing key file", []string{"--esxi-ssh-key", missing}, nil, "--esxi-ssh-key (env IRONFLOW_ESXI_SSH_KEY): ESXi SSH key: open " + missing},
-		{"public key", nil, map[string]string{envESXiSSHKey: public}, "ESXi SSH key " + public + " is not a private key"},
+		{"missing key file", []string{"--esxi-ssh-key", missing}, nil, "--esxi-ssh-key: ESXi SSH key: open " + missing},
+		{"public key", nil, map[string]string{envESXiSSHKey: public}, "IRONFLOW_ESXI_SSH_KEY (--esxi-ssh-key): ESXi SSH key " + public + " is not a private key"},
 		{"passphrase", []string{"--esxi-ssh-key", protected}, nil, "is protected by a passphrase"},
-		{"TOFU not a boolean", nil, map[string]string{envESXiAllowTOFU: "sure"}, `--esxi-allow-tofu (env IRONFLOW_ESXI_ALLOW_TOFU): "sure" is not a boolean`},
-		{"port out of range", []string{"--esxi-ssh-port", "70000"}, nil, `"70000" is not a TCP port`},
-		{"port from the environment", nil, map[string]string{envESXiSSHPort: "ssh"}, `"ssh" is not a TCP port`},
-		{"empty user", []string{"--esxi-user", " "}, nil, "--esxi-user (env IRONFLOW_ESXI_USER) is empty"},
+		{"TOFU not a boolean", nil, map[string]string{envESXiAllowTOFU: "sure"}, `IRONFLOW_ESXI_ALLOW_TOFU="sure": invalid value for --esxi-allow-tofu`},
+		{"port out of range", []string{"--esxi-ssh-port", "70000"}, nil, `--esxi-ssh-port: 70000 is not a TCP port`},
+		{"port from the environment", nil, map[string]string{envESXiSSHPort: "ssh"}, `IRONFLOW_ESXI_SSH_PORT="ssh": invalid value for --esxi-ssh-port`},
+		{"empty user", []string{"--esxi-user", " "}, nil, "--esxi-user is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

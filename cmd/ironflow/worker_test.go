@@ -56,7 +56,7 @@ func TestWorkerRegistersAndPollsUntilInterrupted(t *testing.T) {
 	}
 	path := writeRegionsFile(t, "regions:\n  region-a: {url: \"http://127.0.0.1:1\", token: a}\n  region-b: {url: \"http://127.0.0.1:2\", token: b}\n")
 	t.Setenv("TEMPORAL_ADDRESS", srv.Address) // the Temporal CLI's variable works too
-	t.Setenv(envRegionsFile, path)
+	t.Setenv("IRONFLOW_REGIONS_FILE", path)
 
 	workerCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -124,7 +124,7 @@ func TestWorkerRefusesABadRegionsFile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.env != "" {
-				t.Setenv(envRegionsFile, tt.env)
+				t.Setenv("IRONFLOW_REGIONS_FILE", tt.env)
 			}
 			// Nothing listens there: the file is refused before any connection is tried.
 			args := append([]string{"worker", "--temporal-address", "127.0.0.1:1"}, tt.args...)
@@ -168,7 +168,7 @@ func TestTemporalFlagFallbacks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, env := range temporalFlagEnvs[flagTemporalAddress] {
+			for _, env := range []string{"IRONFLOW_TEMPORAL_ADDRESS", "TEMPORAL_ADDRESS"} {
 				t.Setenv(env, "")
 				os.Unsetenv(env)
 			}
@@ -176,10 +176,10 @@ func TestTemporalFlagFallbacks(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var got string
-			c := &cobra.Command{Use: "x", RunE: func(cmd *cobra.Command, _ []string) error {
-				got = temporalFlag(cmd, flagTemporalAddress)
+			c := withEnvFallbacks(&cobra.Command{Use: "x", RunE: func(cmd *cobra.Command, _ []string) error {
+				got = flagValue(cmd, flagTemporalAddress)
 				return nil
-			}}
+			}})
 			addTemporalFlags(c)
 			c.SetArgs(tt.args)
 			if err := c.Execute(); err != nil {
@@ -208,11 +208,11 @@ func TestTemporalOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("TEMPORAL_API_KEY", tt.apiKey)
 			var opts client.Options
-			c := &cobra.Command{Use: "x", RunE: func(cmd *cobra.Command, _ []string) error {
+			c := withEnvFallbacks(&cobra.Command{Use: "x", RunE: func(cmd *cobra.Command, _ []string) error {
 				var err error
 				opts, err = temporalOptions(cmd, cliLogger(cmd))
 				return err
-			}}
+			}})
 			addTemporalFlags(c)
 			c.SetArgs(append(tt.args, "--namespace", "ns1"))
 			if err := c.Execute(); err != nil {

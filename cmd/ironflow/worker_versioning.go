@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 
-	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/internal/buildid"
@@ -17,17 +15,8 @@ import (
 // The worker's version in the Temporal worker deployment workers.DeploymentName.
 const (
 	flagBuildID     = "build-id"
-	envBuildID      = "IRONFLOW_BUILD_ID"
 	flagMakeCurrent = "make-current"
-	envMakeCurrent  = "IRONFLOW_WORKER_MAKE_CURRENT"
 )
-
-func addVersioningFlags(c *cobra.Command) {
-	f := c.Flags()
-	f.String(flagBuildID, "", "the worker's build ID in the Temporal worker deployment "+workers.DeploymentName+
-		"; every run stays on the build that started it; default: the binary's VCS revision, or a digest of the binary"+envHelp(envBuildID))
-	f.Bool(flagMakeCurrent, false, "make this build the deployment's current version once the worker polls, so new runs start on it"+envHelp(envMakeCurrent))
-}
 
 // workerVersion is the build the worker runs as and whether it makes that build current.
 type workerVersion struct {
@@ -35,18 +24,20 @@ type workerVersion struct {
 	MakeCurrent bool
 }
 
-func versioningFlags(cmd *cobra.Command) (workerVersion, error) {
-	var v workerVersion
-	text := flagOrEnv(cmd, flagMakeCurrent, envMakeCurrent)
-	makeCurrent, err := strconv.ParseBool(text)
-	if err != nil {
-		return v, fmt.Errorf("--%s (env %s): %q is not a boolean", flagMakeCurrent, envMakeCurrent, text)
+func (v *workerVersion) declare(e envFlags) {
+	e.string(&v.BuildID, flagBuildID, "", "the worker's build ID in the Temporal worker deployment "+workers.DeploymentName+
+		"; every run stays on the build that started it; default: the binary's VCS revision, or a digest of the binary")
+	e.bool(&v.MakeCurrent, flagMakeCurrent, false, "make this build the deployment's current version once the worker polls, so new runs start on it")
+}
+
+// resolved is v with the build ID derived from the binary when none was given.
+func (v workerVersion) resolved() (workerVersion, error) {
+	if v.BuildID = strings.TrimSpace(v.BuildID); v.BuildID != "" {
+		return v, nil
 	}
-	v.MakeCurrent = makeCurrent
-	if v.BuildID = strings.TrimSpace(flagOrEnv(cmd, flagBuildID, envBuildID)); v.BuildID == "" {
-		if v.BuildID, err = buildid.FromBinary(); err != nil {
-			return v, fmt.Errorf("--%s not given: %w", flagBuildID, err)
-		}
+	var err error
+	if v.BuildID, err = buildid.FromBinary(); err != nil {
+		return v, fmt.Errorf("--%s not given: %w", flagBuildID, err)
 	}
 	return v, nil
 }

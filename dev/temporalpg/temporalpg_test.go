@@ -2,6 +2,7 @@ package temporalpg
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/dev/postgres"
+	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/workers"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -103,42 +105,34 @@ func shardRows(ctx context.Context, t *testing.T, pg *postgres.Cluster) int {
 	defer conn.Close(ctx)
 	// The history service writes a shard's row when it takes the shard, just after the
 	// frontend answers.
-	for {
+	return testutil.EventuallyValue(t, time.Minute, func() (int, string) {
 		var n int
 		if err := conn.QueryRow(ctx, "SELECT count(*) FROM shards").Scan(&n); err != nil {
-			t.Fatal(err)
+			return n, fmt.Sprintf("count the shards' rows: %v", err)
 		}
-		if n >= DefaultShards {
-			return n
+		if n < DefaultShards {
+			return n, fmt.Sprintf("%d shards' rows, want %d", n, DefaultShards)
 		}
-		select {
-		case <-ctx.Done():
-			return n
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return n, ""
+	})
 }
 
 // waitFound polls a visibility query until it lists workflow id: visibility is written
 // asynchronously after the start.
 func waitFound(ctx context.Context, t *testing.T, c client.Client, query, id string) {
 	t.Helper()
-	for {
+	testutil.EventuallyOK(t, time.Minute, func() string {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: Namespace, Query: query})
 		if err != nil {
-			t.Fatalf("list %s: %v", query, err)
+			return fmt.Sprintf("list %s: %v", query, err)
 		}
 		for _, e := range resp.GetExecutions() {
 			if e.GetExecution().GetWorkflowId() == id {
-				return
+				return ""
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s does not list %s", query, id)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return fmt.Sprintf("%s does not list %s", query, id)
+	})
 }
 
 func scrapeMetrics(ctx context.Context, t *testing.T, url string) string {

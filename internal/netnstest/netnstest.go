@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/ironflow/ironflow/internal/netns"
 )
 
 // TestPrefix begins the name of every namespace this package makes: nothing else uses it, so
@@ -73,21 +71,4 @@ func Run(t *testing.T, ns string, fn func() error) {
 // Start is Run without the wait, for an fn that serves until its caller stops it (a rack
 // opening its sockets in ns): the channel gets fn's error. Goroutines fn starts run in the
 // test's own namespace, so they reach its loopback.
-func Start(ns string, fn func() error) <-chan error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(filepath.Join("/var/run/netns", ns))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return errc
-}
+func Start(ns string, fn func() error) <-chan error { return netns.Start(ns, fn) }

@@ -38,14 +38,34 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // it returns ""; after timeout it fails the test with check's last complaint.
 func EventuallyOK(t testing.TB, timeout time.Duration, check func() string) {
 	t.Helper()
+	if complaint := Poll(timeout, check); complaint != "" {
+		t.Fatal(complaint)
+	}
+}
+
+// EventuallyValue polls get, which returns what it observed and what is still wrong with it
+// ("" once it is what the test waits for), and returns that value; after timeout it fails
+// the test with the last complaint.
+func EventuallyValue[T any](t testing.TB, timeout time.Duration, get func() (T, string)) T {
+	t.Helper()
+	var v T
+	EventuallyOK(t, timeout, func() string {
+		var complaint string
+		v, complaint = get()
+		return complaint
+	})
+	return v
+}
+
+// Poll calls check until it returns "" or timeout passes, and returns its last complaint, ""
+// once all is well: for harness code that reports what it waited for instead of failing the
+// test at once.
+func Poll(timeout time.Duration, check func() string) string {
 	deadline := time.Now().Add(timeout)
 	for poll := firstPoll; ; poll = min(2*poll, maxPoll) {
 		complaint := check()
-		if complaint == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(complaint)
+		if complaint == "" || time.Now().After(deadline) {
+			return complaint
 		}
 		time.Sleep(poll)
 	}

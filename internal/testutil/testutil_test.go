@@ -66,6 +66,45 @@ func TestEventuallyOKReportsTheLastComplaint(t *testing.T) {
 	}
 }
 
+func TestEventuallyValueReturnsWhatSatisfiedIt(t *testing.T) {
+	var r recorder
+	n, got := 0, 0
+	r.run(func(t testing.TB) {
+		got = EventuallyValue(t, 10*time.Second, func() (int, string) {
+			n++
+			if n < 3 {
+				return n, fmt.Sprintf("only %d", n)
+			}
+			return n, ""
+		})
+	})
+	if r.failed != "" || got != 3 {
+		t.Fatalf("got %d, failure %q; want 3", got, r.failed)
+	}
+	r.run(func(t testing.TB) {
+		EventuallyValue(t, 30*time.Millisecond, func() (int, string) { return 0, "never" })
+	})
+	if r.failed != "never" {
+		t.Fatalf("failure = %q, want the last complaint", r.failed)
+	}
+}
+
+func TestPollReturnsTheLastComplaint(t *testing.T) {
+	n := 0
+	if got := Poll(10*time.Second, func() string {
+		if n++; n < 3 {
+			return "not yet"
+		}
+		return ""
+	}); got != "" || n != 3 {
+		t.Fatalf("Poll = %q after %d calls, want \"\" after 3", got, n)
+	}
+	start := time.Now()
+	if got := Poll(30*time.Millisecond, func() string { return "stuck" }); got != "stuck" || time.Since(start) < 30*time.Millisecond {
+		t.Fatalf("Poll = %q after %s, want the complaint after the timeout", got, time.Since(start))
+	}
+}
+
 func TestSafeBufferConcurrentWrites(t *testing.T) {
 	var b SafeBuffer
 	var wg sync.WaitGroup

@@ -13,6 +13,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 	"golang.org/x/sys/unix"
+
+	"github.com/ironflow/ironflow/internal/netns"
 )
 
 // ServerConfig says where the server listens.
@@ -20,6 +22,9 @@ type ServerConfig struct {
 	// Interfaces get broadcast service on port 67; each one's first IPv4 address is the
 	// server identifier and names the subnet for requests that were not relayed.
 	Interfaces []string
+	// InterfacesNetns is the network namespace (its ip netns name) that holds Interfaces:
+	// their sockets are opened in it, the relay socket in the caller's. "": the caller's.
+	InterfacesNetns string
 	// RelayAddr ("ip:port") receives relayed requests (giaddr set; the reply goes to
 	// giaddr:67) and requests of clients that have an address (renewals, INFORM); others
 	// are left to the interfaces. Its server identifier is Config.ServerIP, or the address
@@ -67,13 +72,19 @@ func NewServer(h *Handler, cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{h: h, log: cmp.Or(cfg.Logger, slog.Default()), workers: cmp.Or(cfg.Workers, DefaultWorkers)}
 	s.queue = newQueue(cmp.Or(cfg.QueueLen, DefaultQueueLen), h.metrics.queueDepth, h.metrics.queueFull)
-	for _, name := range cfg.Interfaces {
-		l, err := openInterface(name)
-		if err != nil {
-			s.close()
-			return nil, err
+	openInterfaces := func() error {
+		for _, name := range cfg.Interfaces {
+			l, err := openInterface(name)
+			if err != nil {
+				return err
+			}
+			s.listeners = append(s.listeners, l)
 		}
-		s.listeners = append(s.listeners, l)
+		return nil
+	}
+	if err := netns.Run(cfg.InterfacesNetns, openInterfaces); err != nil {
+		s.close()
+		return nil, err
 	}
 	if cfg.RelayAddr != "" {
 		ua, err := net.ResolveUDPAddr("udp4", cfg.RelayAddr)

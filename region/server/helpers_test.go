@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -86,17 +87,13 @@ func startServer(t testing.TB, st *store.Store, name string, opts ...func(*serve
 // test's request counts stay its own.
 func waitHeartbeat(t testing.TB, st *store.Store, base string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyOK(t, 30*time.Second, func() string {
 		endpoints, err := st.Endpoints(context.Background(), time.Minute)
 		if err == nil && slices.Contains(endpoints, base) {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s has no heartbeat after 30 s (endpoints %v, %v)", base, endpoints, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("server %s has no heartbeat after 30 s (endpoints %v, %v)", base, endpoints, err)
+	})
 }
 
 // userToken creates a user with role and returns a token for it.
