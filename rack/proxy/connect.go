@@ -26,7 +26,7 @@ func (s *Server) tunnel(w http.ResponseWriter, r *http.Request, up *upstream) {
 		s.refuse(w, r, refusedPort, http.StatusForbidden, "the proxy does not CONNECT to that port")
 		return
 	}
-	if err := s.cfg.Targets.check(r.Context(), host); err != nil {
+	if err := s.cfg.Targets.check(r.Context(), host, up.Parent != nil); err != nil {
 		s.targetFailed(w, r, err)
 		return
 	}

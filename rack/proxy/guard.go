@@ -46,7 +46,9 @@ func (t Targets) Allowed(addr netip.Addr) bool {
 
 // check refuses host when it is, or resolves to, an address not allowed. A name resolving
 // to several addresses is refused when any of them is: the dialer could pick that one.
-func (t Targets) check(ctx context.Context, host string) error {
+// Through a parent proxy (viaParent), which resolves names itself, a name the rack cannot
+// resolve (a closed network whose only resolver is the site's) is left to the parent.
+func (t Targets) check(ctx context.Context, host string, viaParent bool) error {
 	if a, err := netip.ParseAddr(host); err == nil {
 		if !t.Allowed(a) {
 			return fmt.Errorf("%w: %s", ErrForbiddenTarget, a)
@@ -55,6 +57,9 @@ func (t Targets) check(ctx context.Context, host string) error {
 	}
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
+		if viaParent {
+			return nil
+		}
 		return fmt.Errorf("resolve %s: %w", host, err)
 	}
 	for _, a := range addrs {

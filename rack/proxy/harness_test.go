@@ -82,7 +82,8 @@ type harness struct {
 // permitted loopback target.
 type options struct {
 	cfg        Config
-	cacheBytes int64 // 0: no cache
+	cacheBytes int64  // 0: no cache
+	cacheDir   string // default a temporary directory
 }
 
 func newHarness(t *testing.T, adjust ...func(*options)) *harness {
@@ -100,7 +101,10 @@ func newHarness(t *testing.T, adjust ...func(*options)) *harness {
 	}
 	h := &harness{reg: prometheus.NewRegistry()}
 	if o.cacheBytes > 0 {
-		c, err := OpenCache(t.TempDir(), o.cacheBytes)
+		if o.cacheDir == "" {
+			o.cacheDir = t.TempDir()
+		}
+		c, err := OpenCache(o.cacheDir, o.cacheBytes)
 		if err != nil {
 			t.Fatal(err)
 		}

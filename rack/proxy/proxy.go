@@ -196,7 +196,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, refusedPort, http.StatusForbidden, "the proxy reaches port 80 and unprivileged ports only")
 		return
 	}
-	if err := s.cfg.Targets.check(r.Context(), r.URL.Hostname()); err != nil {
+	if err := s.cfg.Targets.check(r.Context(), r.URL.Hostname(), up.Parent != nil); err != nil {
 		s.targetFailed(w, r, err)
 		return
 	}

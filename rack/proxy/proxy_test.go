@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,50 @@ func TestNoRequestReachesTheControlPlane(t *testing.T) {
 		if got := h.counter("refusals", refusedTarget); got != before+2 {
 			t.Errorf("%s: %v target refusals, want %v", target, got, before+2)
 		}
+	}
+}
+
+// TestParentProxyIsNotAskedForTheControlPlane: with a parent proxy, which resolves and
+// dials for the rack, refused targets are refused by the rack before the parent is asked.
+func TestParentProxyIsNotAskedForTheControlPlane(t *testing.T) {
+	parent := newMirror(t, map[string]string{})
+	parentURL, _ := url.Parse(parent.URL)
+	h := newHarness(t, func(o *options) {
+		o.cfg.Targets = Targets{}
+		o.cfg.Settings.Parent = parentURL
+	})
+	for _, target := range []string{"http://169.254.169.254/latest/meta-data/", "http://localhost:8080/", "http://127.0.0.1:5240/"} {
+		if code, _, _, _ := h.get(t, target); code != http.StatusForbidden {
+			t.Errorf("GET %s through the parent: %d, want 403", target, code)
+		}
+	}
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	if len(parent.requests) != 0 {
+		t.Errorf("the parent proxy was asked %v", parent.requests)
+	}
+}
+
+// TestParentProxyCarriesRequests: with a parent proxy, requests go to it in absolute form.
+func TestParentProxyCarriesRequests(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	parent := newMirror(t, nil)
+	parent.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.RequestURI)
+		mu.Unlock()
+		io.WriteString(w, "via the parent")
+	})
+	parentURL, _ := url.Parse(parent.URL)
+	h := newHarness(t, func(o *options) { o.cfg.Settings.Parent = parentURL })
+	if _, body, _, err := h.get(t, "http://mirror.example.org/debian/pool/x.deb"); err != nil || body != "via the parent" {
+		t.Fatalf("through the parent: %q %v", body, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "GET http://mirror.example.org/debian/pool/x.deb" {
+		t.Errorf("the parent got %q", got)
 	}
 }
 
@@ -211,6 +256,12 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 		io.WriteString(w, body)
 	})
 	h := newHarness(t)
+	released := false
+	t.Cleanup(func() { // before the servers' cleanups, which wait for their handlers
+		if !released {
+			close(release)
+		}
+	})
 	const clients = 20
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
@@ -223,11 +274,9 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 			errs <- err
 		})
 	}
-	waitFor(t, "the first fetch upstream", func() bool { mu.Lock(); defer mu.Unlock(); return fetches == 1 })
-	waitFor(t, "every client waiting", func() bool {
-		return h.counter("in-flight") == clients
-	})
+	waitFor(t, "every client waiting", func() bool { return h.counter("in-flight") == clients })
 	close(release)
+	released = true
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -235,6 +284,8 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if fetches != 1 {
 		t.Errorf("%d upstream fetches, want 1", fetches)
 	}
