@@ -37,6 +37,7 @@ var rackFlagEnvs = map[string]string{
 	"server-ip":             "IRONFLOW_RACK_SERVER_IP",
 	"tftp-listen":           "IRONFLOW_TFTP_LISTEN",
 	"dns-listen":            "IRONFLOW_RACK_DNS_LISTEN",
+	"proxy-listen":          "IRONFLOW_RACK_PROXY_LISTEN",
 	"http-listen":           "IRONFLOW_HTTP_LISTEN",
 	"http-boot-url":         "IRONFLOW_HTTP_BOOT_URL",
 	"syslog-listen":         "IRONFLOW_SYSLOG_LISTEN",
@@ -132,6 +133,7 @@ func newRackServeCommand() *cobra.Command {
 	f.String("server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)"+rackEnvHelp("server-ip"))
 	f.String("tftp-listen", ":69", "TFTP address; empty disables TFTP"+rackEnvHelp("tftp-listen"))
 	f.StringArray("dns-listen", nil, "ip:port to serve DNS on, UDP and TCP; repeatable; \"none\" disables DNS (default: port 53 on each --dhcp-interface's address)"+rackEnvHelp("dns-listen"))
+	f.StringArray("proxy-listen", nil, "ip:port of the HTTP proxy for machines (GET/HEAD, CONNECT to the region's allowed ports, a disk cache); repeatable; \"none\" disables it (default: port 8000 on each --dhcp-interface's address)"+rackEnvHelp("proxy-listen"))
 	f.String("http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot"+rackEnvHelp("http-listen"))
 	f.String("syslog-listen", rsyslog.DefaultAddr, "syslog address (UDP and TCP) of the machines; empty disables syslog"+rackEnvHelp("syslog-listen"))
 	f.String("http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)"+rackEnvHelp("http-boot-url"))
@@ -161,7 +163,8 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 		HTTPBootURL:     rackFlag(cmd, "http-boot-url"),
 		SyslogListen:    rackFlag(cmd, "syslog-listen"),
 		BootDir:         rackFlag(cmd, "boot-dir"),
-		DNSListen:       dnsListen(cmd),
+		DNSListen:       listenList(cmd, "dns-listen"),
+		ProxyListen:     listenList(cmd, "proxy-listen"),
 		Version:         version,
 		Logger:          logger,
 	}
@@ -200,10 +203,10 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 	return o, nil
 }
 
-// dnsListen is --dns-listen: nil when neither the flag nor its variable is set (the rack's
-// default), empty for "none".
-func dnsListen(cmd *cobra.Command) []string {
-	values := rackListFlag(cmd, "dns-listen")
+// listenList is a repeatable listen flag (--dns-listen, --proxy-listen): nil when neither
+// the flag nor its variable is set (the rack's default), empty for "none".
+func listenList(cmd *cobra.Command, name string) []string {
+	values := rackListFlag(cmd, name)
 	switch {
 	case len(values) == 1 && values[0] == "none":
 		return []string{}

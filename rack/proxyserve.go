@@ -1,0 +1,157 @@
+package rack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ironflow/ironflow/rack/proxy"
+	"github.com/ironflow/ironflow/region/api"
+)
+
+// proxyCacheDir is the proxy's disk cache under the state dir, unless Options name one.
+const proxyCacheDir = "proxy-cache"
+
+// openProxyServer builds the HTTP proxy for machines and its cache, before the region link,
+// whose cached config configures it.
+func (p *process) openProxyServer() error {
+	if len(p.o.ProxyListen) == 0 {
+		return nil
+	}
+	cache, err := proxy.OpenCache(p.o.ProxyCacheDir, api.DefaultProxyCacheBytes)
+	if err != nil {
+		return err
+	}
+	settings, _, err := proxySettings(api.RackProxy{})
+	if err != nil {
+		return err
+	}
+	own := make([]netip.Addr, 0, len(p.o.ProxyListen)+1)
+	for _, addr := range p.o.ProxyListen {
+		if ap, err := netip.ParseAddrPort(addr); err == nil {
+			own = append(own, ap.Addr())
+		}
+	}
+	if p.o.ServerIP.IsValid() {
+		own = append(own, p.o.ServerIP)
+	}
+	cp := &controlPlane{own: own, endpoints: p.region.endpoints}
+	srv, err := proxy.New(proxy.Config{Serves: p.config.Serves, Targets: proxy.Targets{ControlPlane: cp.addrs},
+		Cache: cache, Settings: settings, Registry: p.reg, Logger: p.log})
+	if err != nil {
+		return err
+	}
+	p.proxy = srv
+	p.config.proxy = &proxyService{srv: srv, cache: cache}
+	return nil
+}
+
+// openProxyListeners binds the proxy's listeners, in the namespace open runs in.
+func (p *process) openProxyListeners() error {
+	for _, addr := range p.o.ProxyListen {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("proxy listen %s: %w", addr, err)
+		}
+		p.closers = append(p.closers, func() error {
+			if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			return nil
+		})
+		p.services = append(p.services, func(ctx context.Context) error { return p.proxy.ServeListener(ctx, ln) })
+	}
+	return nil
+}
+
+// proxyService is the proxy as the config applier drives it.
+type proxyService struct {
+	srv   *proxy.Server
+	cache *proxy.Cache
+}
+
+func (s *proxyService) configure(st proxy.Settings, cacheBytes int64) {
+	s.srv.Configure(st)
+	s.cache.SetLimit(cacheBytes)
+}
+
+// proxySettings are the proxy's settings and cache size of the region's.
+func proxySettings(cfg api.RackProxy) (proxy.Settings, int64, error) {
+	st := proxy.Settings{Enabled: !cfg.Disabled, ConnectPorts: cfg.ConnectPorts}
+	if len(st.ConnectPorts) == 0 {
+		st.ConnectPorts = []int{443}
+	}
+	if cfg.Parent != "" {
+		u, err := url.Parse(cfg.Parent)
+		if err != nil || u.Scheme != "http" || u.Host == "" {
+			return proxy.Settings{}, 0, fmt.Errorf("proxy parent %q: want http://host:port", cfg.Parent)
+		}
+		st.Parent = u
+	}
+	size := cfg.CacheBytes
+	switch {
+	case size == 0:
+		size = api.DefaultProxyCacheBytes
+	case size < 0:
+		size = 0
+	}
+	return st, size, nil
+}
+
+// controlPlane lists the addresses the proxy never reaches for a client: the rack's own
+// (its listeners, its server address, every interface's) and its regions' (resolved from
+// their endpoints), recomputed at most every controlPlaneTTL.
+type controlPlane struct {
+	own       []netip.Addr
+	endpoints func() []string
+
+	mu   sync.Mutex
+	list []netip.Addr
+	at   time.Time
+}
+
+const controlPlaneTTL = 10 * time.Second
+
+func (c *controlPlane) addrs() []netip.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) < controlPlaneTTL {
+		return c.list
+	}
+	out := slices.Clone(c.own)
+	if ifaddrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range ifaddrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if v, ok := netip.AddrFromSlice(n.IP); ok {
+					out = append(out, v.Unmap())
+				}
+			}
+		}
+	}
+	for _, e := range c.endpoints() {
+		out = append(out, endpointAddrs(e)...)
+	}
+	c.list, c.at = out, time.Now()
+	return out
+}
+
+// endpointAddrs are the addresses of a region endpoint URL's host.
+func endpointAddrs(endpoint string) []netip.Addr {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil {
+		return []netip.Addr{a.Unmap()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	addrs, _ := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	return addrs
+}
