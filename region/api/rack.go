@@ -76,6 +76,13 @@ type RackConfig struct {
 	Proxy        RackProxy     `json:"Proxy"`
 }
 
+// ProxyPath holds the region's RackProxy settings, sent to every rack in its config.
+//
+//	GET /api/v1/proxy  -> RackProxy (every role but machine)
+//	PUT /api/v1/proxy  RackProxy -> RackProxy (operator, admin): Parent an http://host:port
+//	    URL or "", at most 64 distinct ConnectPorts, CacheBytes 0 (default), -1 (none) or a size
+const ProxyPath = PathPrefix + "/proxy"
+
 // RackProxy is what the region decides of its racks' HTTP proxy for machines (port 8000).
 // Its zero value is the default: enabled, direct, CONNECT to 443, DefaultProxyCacheBytes.
 type RackProxy struct {
