@@ -2,6 +2,7 @@ package rack
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -252,4 +253,12 @@ func TestAptThroughTheRackProxy(t *testing.T) {
 	if n, _ := repo.counts("/ready"); n != 1 {
 		t.Errorf("the repository saw the outsider's request: /ready %d times, want 1", n)
 	}
+
+	// The region's settings reach the rack with its config.
+	if _, err := v.admin.SetProxySettings(context.Background(), api.RackProxy{Disabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the proxy disabled by the region", func() bool {
+		return ask(client, probe) == http.StatusServiceUnavailable
+	})
 }
