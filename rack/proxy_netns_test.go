@@ -254,6 +254,35 @@ func TestAptThroughTheRackProxy(t *testing.T) {
 		t.Errorf("the repository saw the outsider's request: /ready %d times, want 1", n)
 	}
 
+	// What the rack boots names its proxy, at the address the machine reaches it.
+	// Dialed on the namespace's thread: an http.Client would dial from another one.
+	bootScript := func() (script string) {
+		netnstest.Run(t, v.cliNS, func() error {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(v.serverIP.String(), "5248"), 5*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, "GET /ipxe/mac/02-00-00-77-00-09.ipxe HTTP/1.1\r\nHost: "+v.serverIP.String()+":5248\r\nConnection: close\r\n\r\n"); err != nil {
+				return err
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			script = string(b)
+			return err
+		})
+		return script
+	}
+	param := api.KernelParamProxy + "=http://" + proxyAddr
+	if script := bootScript(); !strings.Contains(script, param) {
+		t.Errorf("the discovery boot script has no %s:\n%s", param, script)
+	}
+
 	// The region's settings reach the rack with its config.
 	if _, err := v.admin.SetProxySettings(context.Background(), api.RackProxy{Disabled: true}); err != nil {
 		t.Fatal(err)
@@ -261,4 +290,7 @@ func TestAptThroughTheRackProxy(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the proxy disabled by the region", func() bool {
 		return ask(client, probe) == http.StatusServiceUnavailable
 	})
+	if script := bootScript(); strings.Contains(script, api.KernelParamProxy) {
+		t.Errorf("with the proxy disabled, the boot script still names it:\n%s", script)
+	}
 }

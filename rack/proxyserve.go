@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -68,6 +69,25 @@ func (p *process) openProxyListeners() error {
 		p.services = append(p.services, func(ctx context.Context) error { return p.proxy.ServeListener(ctx, ln) })
 	}
 	return nil
+}
+
+// proxyURL is the HTTP proxy for machines reaching the rack at host, "" while the rack
+// serves none there (the region disabled it, or no listener has that address).
+func (p *process) proxyURL(host string) string {
+	if p.proxy == nil || !p.proxy.Enabled() {
+		return ""
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return ""
+	}
+	for _, addr := range p.o.ProxyListen {
+		ap, err := netip.ParseAddrPort(addr)
+		if err == nil && (ap.Addr() == a || ap.Addr().IsUnspecified()) {
+			return "http://" + net.JoinHostPort(host, strconv.Itoa(int(ap.Port())))
+		}
+	}
+	return ""
 }
 
 // proxyService is the proxy as the config applier drives it.

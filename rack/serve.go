@@ -300,7 +300,7 @@ func (p *process) openHTTPBoot() error {
 		return nil
 	}
 	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery,
-		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log})
+		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log, ProxyURL: p.proxyURL})
 	if err != nil {
 		return err
 	}

@@ -135,6 +135,9 @@ func (s *Server) Configure(st Settings) {
 	}
 }
 
+// Enabled says whether the region's settings let the proxy serve.
+func (s *Server) Enabled() bool { return s.current.Load().Enabled }
+
 // ServeListener serves on ln until ctx ends, then shuts down: requests in flight get up to
 // 30 seconds. At most Limits.MaxConns connections are open at once.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
