@@ -288,8 +288,8 @@ type writer struct {
 func (c *Cache) create(url string, h http.Header, p policy, expires time.Time) (*writer, error) {
 	m := meta{URL: url, Header: http.Header{}, Policy: p, Expires: expires}
 	for _, k := range storedHeaders {
-		if v := h.Values(k); len(v) > 0 {
-			m.Header[k] = v
+		for _, v := range h.Values(k) {
+			m.Header.Add(k, v)
 		}
 	}
 	f, err := os.CreateTemp(filepath.Join(c.dir, tmpDir), "object-")

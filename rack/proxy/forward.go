@@ -27,14 +27,18 @@ func removeHopHeaders(h http.Header) {
 const via = "1.1 ironflow-rack"
 
 // roundTrip sends the client's request upstream with extra headers (a revalidation's
-// conditions) set.
+// conditions) set; an extra header without values is removed.
 func (s *Server) roundTrip(r *http.Request, up *upstream, extra http.Header) (*http.Response, error) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	removeHopHeaders(out.Header)
 	out.Header.Add("Via", via)
 	for k, v := range extra {
-		out.Header[k] = v
+		if len(v) == 0 {
+			out.Header.Del(k)
+		} else {
+			out.Header[k] = v
+		}
 	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header.Set("User-Agent", "") // net/http adds its own otherwise
@@ -97,23 +101,23 @@ func (s *Server) serveOrRevalidate(w http.ResponseWriter, r *http.Request, up *u
 		s.serveObject(w, r, obj, resultHit)
 		return
 	}
-	cond := http.Header{}
-	if etag := obj.Header.Get("ETag"); etag != "" {
+	// The client's own conditions are about its copy, not the cache's: the upstream gets the
+	// cache's, and the client's are answered from the copy (serveObject).
+	cond := http.Header{"If-None-Match": nil, "If-Modified-Since": nil, "If-Match": nil, "If-Unmodified-Since": nil}
+	etag, lm := obj.Header.Get("ETag"), obj.Header.Get("Last-Modified")
+	if etag != "" {
 		cond.Set("If-None-Match", etag)
 	}
-	if lm := obj.Header.Get("Last-Modified"); lm != "" {
+	if lm != "" {
 		cond.Set("If-Modified-Since", lm)
 	}
-	// The client's own conditions are about its copy, not the cache's.
-	r.Header.Del("If-None-Match")
-	r.Header.Del("If-Modified-Since")
 	resp, err := s.roundTrip(r, up, cond)
 	if err != nil {
 		obj.Close()
 		s.targetFailed(w, r, err)
 		return
 	}
-	if resp.StatusCode == http.StatusNotModified && len(cond) > 0 {
+	if resp.StatusCode == http.StatusNotModified && (etag != "" || lm != "") {
 		resp.Body.Close()
 		if until, ok := expiry(resp.Header, now); ok && obj.Policy == untilExpiry {
 			s.cfg.Cache.revalidated(obj.URL, until)
