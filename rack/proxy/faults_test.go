@@ -3,7 +3,9 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,5 +167,77 @@ func TestCacheDiskFull(t *testing.T) {
 	left, err := os.ReadDir(filepath.Join(dir, tmpDir))
 	if err != nil || len(left) != 0 {
 		t.Errorf("left in the cache's tmp: %v %v", left, err)
+	}
+}
+
+// TestOneClientCannotHoldEveryConnection: connections of one address over its limit are
+// closed at once, and another client is served meanwhile; a closed connection frees its slot.
+func TestOneClientCannotHoldEveryConnection(t *testing.T) {
+	m := newMirror(t, map[string]string{"/a": "a"})
+	h := newHarness(t, func(o *options) { o.cfg.Limits.MaxConnsPerClient = 3 })
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	waitFor(t, "the held connections accepted", func() bool {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		return err == io.EOF // closed unanswered
+	})
+	other := &http.Client{Transport: &http.Transport{
+		Proxy:       http.ProxyURL(&url.URL{Scheme: "http", Host: h.addr}),
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext,
+	}, Timeout: 10 * time.Second}
+	resp, err := other.Get(m.URL + "/a")
+	if err != nil {
+		t.Fatalf("another client while one holds its limit: %v", err)
+	}
+	resp.Body.Close()
+	held[0].Close()
+	waitFor(t, "a freed slot taken again", func() bool {
+		code, _, _, err := h.get(t, m.URL+"/a")
+		return err == nil && code == http.StatusOK
+	})
+	if h.counter("refusals", refusedConns) < 1 {
+		t.Errorf("no refused connection counted")
+	}
+}
+
+// TestProxyLoopIsRefused: a request that came through a rack's proxy already (a parent proxy
+// sending it back) is refused, not sent round again.
+func TestProxyLoopIsRefused(t *testing.T) {
+	m := newMirror(t, map[string]string{"/a": "a"})
+	h := newHarness(t)
+	if code, _, _, _ := h.get(t, m.URL+"/a", "Via", "1.1 squid, "+via); code != http.StatusLoopDetected {
+		t.Errorf("a request through a rack's proxy already: %d, want 508", code)
+	}
+	if n, _ := m.counts("/a"); n != 0 {
+		t.Errorf("the upstream saw it %d times", n)
+	}
+}
+
+// TestCacheSurvivesARestart: a rack restarted over its cache serves what it stored.
+func TestCacheSurvivesARestart(t *testing.T) {
+	const path = "/pool/kept.deb"
+	body := strings.Repeat("k", 5000)
+	m := newMirror(t, map[string]string{path: body})
+	dir := t.TempDir()
+	newHarness(t, func(o *options) { o.cacheDir = dir }).get(t, m.URL+path)
+	h := newHarness(t, func(o *options) { o.cacheDir = dir })
+	if _, got, xcache, err := h.get(t, m.URL+path); err != nil || got != body || xcache != "HIT" {
+		t.Fatalf("after a restart: X-Cache %s, equal %v, %v", xcache, got == body, err)
+	}
+	if n, _ := m.counts(path); n != 1 {
+		t.Errorf("the upstream saw %d requests, want 1", n)
 	}
 }

@@ -21,6 +21,8 @@ const (
 	refusedRequest  = "bad-request" // not an absolute http URL, or a body
 	refusedPort     = "port"        // CONNECT to a port not allowed, or http to a privileged one
 	refusedTarget   = "target"      // the control plane, loopback, link-local
+	refusedLoop     = "loop"        // the request came through a rack's proxy already
+	refusedConns    = "connections" // a client over its connections (closed, not answered)
 )
 
 type metrics struct {
@@ -40,7 +42,7 @@ func newMetrics(reg prometheus.Registerer, c *Cache) (*metrics, error) {
 		}, []string{"result"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironflow_proxy_refusals_total",
-			Help: "Requests the rack's HTTP proxy refused, by reason: outsider, disabled, method, bad-request, port, target (the control plane, loopback, link-local).",
+			Help: "Requests the rack's HTTP proxy refused, by reason: outsider, disabled, method, bad-request, port, target (the control plane, loopback, link-local), loop, connections (a client's connection over its limit, closed).",
 		}, []string{"reason"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironflow_proxy_bytes_total",

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,7 @@ type Limits struct {
 	IdleTimeout       time.Duration // keep-alive connections with no request (default 1m)
 	MaxHeaderBytes    int           // default 32 KiB
 	MaxConns          int           // open client connections; more wait in the backlog (default 1024)
+	MaxConnsPerClient int           // open connections of one address; more are closed (default 64)
 	DialTimeout       time.Duration // connecting to an upstream (default 10s)
 	// UpstreamHeaderTimeout bounds the wait for an upstream's answer (default 1m).
 	UpstreamHeaderTimeout time.Duration
@@ -64,6 +66,7 @@ func (l *Limits) defaults() {
 	setDefault(&l.IdleTimeout, time.Minute)
 	setDefault(&l.MaxHeaderBytes, 32<<10)
 	setDefault(&l.MaxConns, 1024)
+	setDefault(&l.MaxConnsPerClient, 64)
 	setDefault(&l.DialTimeout, 10*time.Second)
 	setDefault(&l.UpstreamHeaderTimeout, time.Minute)
 	setDefault(&l.StallTimeout, time.Minute)
@@ -139,7 +142,8 @@ func (s *Server) Configure(st Settings) {
 func (s *Server) Enabled() bool { return s.current.Load().Enabled }
 
 // ServeListener serves on ln until ctx ends, then shuts down: requests in flight get up to
-// 30 seconds. At most Limits.MaxConns connections are open at once.
+// 30 seconds. At most Limits.MaxConns connections are open at once, Limits.MaxConnsPerClient
+// of one address.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	l := s.cfg.Limits
 	srv := &http.Server{
@@ -149,7 +153,8 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	ln = netutil.LimitListener(ln, l.MaxConns)
+	ln = &perClientListener{Listener: netutil.LimitListener(ln, l.MaxConns), max: l.MaxConnsPerClient, counts: map[netip.Addr]int{},
+		onDrop: s.m.refusals.WithLabelValues(refusedConns).Inc}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("http proxy serving", "addr", ln.Addr().String(), "cache", s.cfg.Cache != nil)
@@ -195,6 +200,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.ContentLength != 0 || len(r.TransferEncoding) > 0:
 		s.refuse(w, r, refusedRequest, http.StatusRequestEntityTooLarge, "a GET or HEAD through the proxy carries no body")
 		return
+	case viaThisProxy(r.Header):
+		s.refuse(w, r, refusedLoop, http.StatusLoopDetected, "the request went through a rack's proxy already")
+		return
 	case !httpPortAllowed(r.URL.Port()):
 		s.refuse(w, r, refusedPort, http.StatusForbidden, "the proxy reaches port 80 and unprivileged ports only")
 		return
@@ -208,6 +216,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.forward(w, r, up, nil, "")
+}
+
+// viaThisProxy says whether a request came through a rack's proxy already: a parent proxy
+// that sends it back to a rack would loop for ever.
+func viaThisProxy(h http.Header) bool {
+	for _, v := range h.Values("Via") {
+		if strings.Contains(v, via) {
+			return true
+		}
+	}
+	return false
 }
 
 // httpPortAllowed: plain HTTP goes to port 80 or an unprivileged port, never to another
