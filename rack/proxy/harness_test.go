@@ -141,12 +141,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	itest.Eventually(t, 10*time.Second, what, cond)
 }
 
-// get fetches u through the proxy: status, body, X-Cache, and the body's read error.
+// get fetches u through the proxy: status, body, X-Cache, and the body's read error. It
+// returns once the proxy is done with every request (an object stored, a counter moved),
+// which happens after the client read the last byte.
 func (h *harness) get(t *testing.T, u string, header ...string) (int, string, string, error) {
 	t.Helper()
+	code, body, xcache, err := h.fetch(t, u, header...)
+	waitFor(t, "the proxy done with its requests", func() bool { return h.counter("in-flight") == 0 })
+	return code, body, xcache, err
+}
+
+// fetch is get without the wait, for clients running at once.
+func (h *harness) fetch(t *testing.T, u string, header ...string) (int, string, string, error) {
 	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", "", err
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

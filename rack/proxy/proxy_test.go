@@ -271,7 +271,7 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 	errs := make(chan error, clients)
 	for range clients {
 		wg.Go(func() {
-			_, got, _, err := h.get(t, up.URL+"/pool/big.deb")
+			_, got, _, err := h.fetch(t, up.URL+"/pool/big.deb")
 			if err == nil && got != body {
 				err = fmt.Errorf("a body of %d bytes", len(got))
 			}
