@@ -80,7 +80,7 @@ func (a *applier) apply(raw json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	ps, cacheBytes, err := proxySettings(cfg.Proxy)
+	ps, cacheBytes, err := proxySettings(cfg)
 	if err != nil {
 		return err
 	}

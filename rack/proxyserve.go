@@ -29,7 +29,7 @@ func (p *process) openProxyServer() error {
 	if err != nil {
 		return err
 	}
-	settings, _, err := proxySettings(api.RackProxy{})
+	settings, _, err := proxySettings(api.RackConfig{})
 	if err != nil {
 		return err
 	}
@@ -101,18 +101,31 @@ func (s *proxyService) configure(st proxy.Settings, cacheBytes int64) {
 	s.cache.SetLimit(cacheBytes)
 }
 
-// proxySettings are the proxy's settings and cache size of the region's.
-func proxySettings(cfg api.RackProxy) (proxy.Settings, int64, error) {
+// proxySettings are the proxy's settings and cache size of a rack config: the region's, and
+// the parents of subnets that name their own.
+func proxySettings(rc api.RackConfig) (proxy.Settings, int64, error) {
+	cfg := rc.Proxy
 	st := proxy.Settings{Enabled: !cfg.Disabled, ConnectPorts: cfg.ConnectPorts}
 	if len(st.ConnectPorts) == 0 {
 		st.ConnectPorts = []int{443}
 	}
-	if cfg.Parent != "" {
-		u, err := url.Parse(cfg.Parent)
-		if err != nil || u.Scheme != "http" || u.Host == "" {
-			return proxy.Settings{}, 0, fmt.Errorf("proxy parent %q: want http://host:port", cfg.Parent)
+	var err error
+	if st.Parent, err = parentURL(cfg.Parent); err != nil {
+		return proxy.Settings{}, 0, err
+	}
+	for _, s := range rc.Subnets {
+		if s.ProxyParent == "" {
+			continue
 		}
-		st.Parent = u
+		p, err := netip.ParsePrefix(s.CIDR)
+		if err != nil {
+			return proxy.Settings{}, 0, fmt.Errorf("subnet %s: CIDR %q: %w", s.Uuid, s.CIDR, err)
+		}
+		parent, err := parentURL(s.ProxyParent)
+		if err != nil {
+			return proxy.Settings{}, 0, fmt.Errorf("subnet %s: %w", s.Uuid, err)
+		}
+		st.SubnetParents = append(st.SubnetParents, proxy.SubnetParent{Prefix: p, Parent: parent})
 	}
 	size := cfg.CacheBytes
 	switch {
@@ -122,6 +135,18 @@ func proxySettings(cfg api.RackProxy) (proxy.Settings, int64, error) {
 		size = 0
 	}
 	return st, size, nil
+}
+
+// parentURL is a parent proxy's URL, nil for "" (direct).
+func parentURL(parent string) (*url.URL, error) {
+	if parent == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(parent)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return nil, fmt.Errorf("proxy parent %q: want http://host:port", parent)
+	}
+	return u, nil
 }
 
 // controlPlane lists the addresses the proxy never reaches for a client: the rack's own

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,6 +32,14 @@ type Settings struct {
 	Enabled      bool
 	Parent       *url.URL // the site proxy every request goes through; nil: direct
 	ConnectPorts []int    // the ports CONNECT may reach
+	// SubnetParents are the parents of clients of these subnets instead of Parent.
+	SubnetParents []SubnetParent
+}
+
+// SubnetParent is the parent proxy of the clients of one subnet.
+type SubnetParent struct {
+	Prefix netip.Prefix
+	Parent *url.URL
 }
 
 // Config configures a Server.
@@ -84,7 +93,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	m       *metrics
-	current atomic.Pointer[upstream]
+	current atomic.Pointer[routes]
 }
 
 // upstream is the applied Settings with the transport they need.
@@ -113,14 +122,42 @@ func New(cfg Config) (*Server, error) {
 
 // Configure applies the region's settings to the requests that start from now on.
 func (s *Server) Configure(st Settings) {
+	transports := map[string]*http.Transport{}
+	route := func(parent *url.URL) *upstream {
+		key := ""
+		if parent != nil {
+			key = parent.String()
+		}
+		if transports[key] == nil {
+			transports[key] = s.transport(parent)
+		}
+		one := st
+		one.Parent = parent
+		return &upstream{Settings: one, transport: transports[key]}
+	}
+	rt := &routes{def: route(st.Parent)}
+	for _, sp := range st.SubnetParents {
+		rt.bySubnet = append(rt.bySubnet, subnetRoute{sp.Prefix, route(sp.Parent)})
+	}
+	// The most specific subnet first, so a client of nested subnets takes the inner one's.
+	slices.SortStableFunc(rt.bySubnet, func(a, b subnetRoute) int { return b.prefix.Bits() - a.prefix.Bits() })
+	if old := s.current.Swap(rt); old != nil {
+		for _, t := range old.transports() {
+			t.CloseIdleConnections()
+		}
+	}
+}
+
+// transport is the upstream transport of requests through parent, or direct with nil.
+func (s *Server) transport(parent *url.URL) *http.Transport {
 	l := s.cfg.Limits
 	dial := s.cfg.Targets.dialer(l.DialTimeout).DialContext
-	if st.Parent != nil {
+	if parent != nil {
 		// The site proxy is the region's choice, wherever it is: only the targets are checked.
 		dial = (&net.Dialer{Timeout: l.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	t := &http.Transport{
-		Proxy: func(*http.Request) (*url.URL, error) { return st.Parent, nil },
+	return &http.Transport{
+		Proxy: func(*http.Request) (*url.URL, error) { return parent, nil },
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)
 			if err != nil {
@@ -133,13 +170,39 @@ func (s *Server) Configure(st Settings) {
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true, // the client's Accept-Encoding and the upstream's encoding pass through
 	}
-	if old := s.current.Swap(&upstream{Settings: st, transport: t}); old != nil {
-		old.transport.CloseIdleConnections()
+}
+
+// routes are the applied settings: the upstream of each client.
+type routes struct {
+	def      *upstream
+	bySubnet []subnetRoute // most specific first
+}
+
+type subnetRoute struct {
+	prefix netip.Prefix
+	up     *upstream
+}
+
+// pick is the upstream of a client: its subnet's parent, else the region's.
+func (rt *routes) pick(client netip.Addr) *upstream {
+	for _, r := range rt.bySubnet {
+		if r.prefix.Contains(client) {
+			return r.up
+		}
 	}
+	return rt.def
+}
+
+func (rt *routes) transports() []*http.Transport {
+	out := []*http.Transport{rt.def.transport}
+	for _, r := range rt.bySubnet {
+		out = append(out, r.up.transport)
+	}
+	return out
 }
 
 // Enabled says whether the region's settings let the proxy serve.
-func (s *Server) Enabled() bool { return s.current.Load().Enabled }
+func (s *Server) Enabled() bool { return s.current.Load().def.Enabled }
 
 // ServeListener serves on ln until ctx ends, then shuts down: requests in flight get up to
 // 30 seconds. At most Limits.MaxConns connections are open at once, Limits.MaxConnsPerClient
@@ -178,8 +241,8 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.m.inFlight.Inc()
 	defer s.m.inFlight.Dec()
-	up := s.current.Load()
 	client, err := netip.ParseAddrPort(r.RemoteAddr)
+	up := s.current.Load().pick(client.Addr().Unmap())
 	switch {
 	case err != nil || !s.cfg.Serves(client.Addr().Unmap()):
 		s.refuse(w, r, refusedOutsider, http.StatusForbidden, "the proxy serves the rack's subnets only")

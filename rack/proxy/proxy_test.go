@@ -141,6 +141,38 @@ func TestParentProxyCarriesRequests(t *testing.T) {
 	}
 }
 
+// TestSubnetParentProxy: the clients of a subnet with a parent of its own go through it,
+// the others through the region's.
+func TestSubnetParentProxy(t *testing.T) {
+	parents := map[string]*mirror{}
+	for _, name := range []string{"region", "subnet"} {
+		m := newMirror(t, nil)
+		m.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "via "+name) })
+		parents[name] = m
+	}
+	parentURL := func(name string) *url.URL { u, _ := url.Parse(parents[name].URL); return u }
+	h := newHarness(t, func(o *options) {
+		o.cacheBytes = 0
+		o.cfg.Settings.Parent = parentURL("region")
+		o.cfg.Settings.SubnetParents = []SubnetParent{{Prefix: netip.MustParsePrefix("127.0.0.2/32"), Parent: parentURL("subnet")}}
+	})
+	from := func(a net.IP) *http.Client {
+		return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: h.addr}),
+			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: a}}).DialContext}, Timeout: 10 * time.Second}
+	}
+	for client, want := range map[string]string{"127.0.0.1": "via region", "127.0.0.2": "via subnet"} {
+		resp, err := from(net.ParseIP(client)).Get("http://mirror.example.org/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != want {
+			t.Errorf("client %s: %q, want %q", client, body, want)
+		}
+	}
+}
+
 // TestTargetsCheckTheAddressDialed: a name resolving to an allowed address at the check
 // but connecting to a refused one (a DNS rebinding) is caught by the dialer itself.
 func TestTargetsCheckTheAddressDialed(t *testing.T) {

@@ -55,11 +55,8 @@ func (s *Store) SetProxySettings(ctx context.Context, p api.RackProxy) (api.Rack
 }
 
 func validProxySettings(p api.RackProxy) error {
-	if p.Parent != "" {
-		u, err := url.Parse(p.Parent)
-		if err != nil || u.Scheme != "http" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return invalidf("proxy parent %q is not an http://host:port URL", p.Parent)
-		}
+	if err := validProxyParent("proxy", "parent", p.Parent); err != nil {
+		return err
 	}
 	if len(p.ConnectPorts) > maxConnectPorts {
 		return invalidf("proxy connect ports: %d, at most %d", len(p.ConnectPorts), maxConnectPorts)
@@ -74,6 +71,18 @@ func validProxySettings(p api.RackProxy) error {
 	}
 	if p.CacheBytes < -1 {
 		return invalidf("proxy cache bytes %d: 0 for the default, -1 for none, or a size", p.CacheBytes)
+	}
+	return nil
+}
+
+// validProxyParent refuses a parent proxy that is not "" or an http://host:port URL.
+func validProxyParent(noun, field, parent string) error {
+	if parent == "" {
+		return nil
+	}
+	u, err := url.Parse(parent)
+	if err != nil || u.Scheme != "http" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return invalidf("%s %s %q is not an http://host:port URL", noun, field, parent)
 	}
 	return nil
 }

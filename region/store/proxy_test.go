@@ -16,7 +16,7 @@ import (
 func TestProxySettingsReachTheRackConfig(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	rack, _ := servedSubnet(t, s, "10.9.0.0/24")
+	rack, subnet := servedSubnet(t, s, "10.9.0.0/24")
 	cfg, before, err := s.RackConfig(ctx, rack.Uuid)
 	if err != nil {
 		t.Fatal(err)
@@ -53,5 +53,19 @@ func TestProxySettingsReachTheRackConfig(t *testing.T) {
 	}
 	if got, err := s.ProxySettings(ctx); err != nil || got.Parent != want.Parent {
 		t.Errorf("after refused settings: %+v %v", got, err)
+	}
+
+	// A subnet's own parent: checked like the region's, carried with the subnet.
+	bad := *subnet
+	bad.ProxyParent = "ftp://squid:3128"
+	if err := s.Replace(ctx, alice, api.KindSubnets, subnet.Uuid, &bad); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a subnet's parent %q: %v, want ErrInvalid", bad.ProxyParent, err)
+	}
+	subnet.ProxyParent = "http://squid.rack-row-3.example:3128"
+	if err := s.Replace(ctx, alice, api.KindSubnets, subnet.Uuid, subnet); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _, err = s.RackConfig(ctx, rack.Uuid); err != nil || len(cfg.Subnets) != 1 || cfg.Subnets[0].ProxyParent != subnet.ProxyParent {
+		t.Errorf("the rack's config of a subnet with its own parent: %+v %v", cfg.Subnets, err)
 	}
 }
