@@ -43,8 +43,14 @@ func newAptRepo(t *testing.T) *aptRepo {
 	}
 	ns := netnstest.Namespace(t, "pr")
 	hostIf, repoIf := fmt.Sprintf("ifprh%d", os.Getpid()), fmt.Sprintf("ifprr%d", os.Getpid())
-	// Deleting the namespace at cleanup deletes the pair, the test's end with it.
 	netnstest.IP(t, "link", "add", hostIf, "type", "veth", "peer", "name", repoIf, "netns", ns)
+	// Deleted before the namespace, and at once: the kernel removes the test's end of a pair
+	// whose namespace went away only later, and a next run would find it still there.
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", hostIf).CombinedOutput(); err != nil {
+			t.Errorf("ip link del %s: %v: %s", hostIf, err, out)
+		}
+	})
 	third := os.Getpid() % 250
 	hostAddr := fmt.Sprintf("10.231.%d.1/30", third)
 	r := &aptRepo{addr: netip.MustParseAddr(fmt.Sprintf("10.231.%d.2", third)), requests: map[string]int{}, conditional: map[string]int{}}
