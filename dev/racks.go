@@ -21,6 +21,7 @@ type Rack struct {
 	TFTP      string
 	DNS       string // the rack's DNS server, UDP and TCP
 	Syslog    string // the machines' syslog, UDP and TCP
+	Proxy     string // the machines' HTTP proxy
 	HTTPURL   string
 	StateDir  string
 	// Link is where the rack serves broadcast DHCP; nil when it does not, for the reason in
@@ -33,7 +34,7 @@ type Rack struct {
 var RackNames = map[string]string{"region-a": "rack-a", "region-b": "rack-b"}
 
 // startRack registers the region's rack (idempotently, so a restarted stack keeps its UUID)
-// and serves it until the stack stops: DHCP relay, TFTP, DNS, syslog and HTTP boot on 127.0.0.1 high ports,
+// and serves it until the stack stops: DHCP relay, TFTP, DNS, syslog, HTTP boot and the machines' HTTP proxy on 127.0.0.1 high ports,
 // broadcast DHCP on its link (with RackLinks) and the rack's Temporal worker.
 func (s *Stack) startRack(ctx context.Context, region string) error {
 	name := RackNames[region]
@@ -65,6 +66,10 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 	if err != nil {
 		return err
 	}
+	proxyPort, err := netutil.FreePort()
+	if err != nil {
+		return err
+	}
 	bootDir := filepath.Join(stateDir, "boot")
 	if err := os.MkdirAll(bootDir, 0o755); err != nil {
 		return fmt.Errorf("%s boot dir: %w", name, err)
@@ -75,6 +80,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		TFTP:      fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		DNS:       fmt.Sprintf("127.0.0.1:%d", dnsPort),
 		Syslog:    fmt.Sprintf("127.0.0.1:%d", syslogPort),
+		Proxy:     fmt.Sprintf("127.0.0.1:%d", proxyPort),
 		HTTPURL:   fmt.Sprintf("http://127.0.0.1:%d", httpPort),
 	}
 	secrets := map[string]string{}
@@ -90,6 +96,7 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 		TFTPListen:         rk.TFTP,
 		DNSListen:          []string{rk.DNS},
 		SyslogListen:       rk.Syslog,
+		ProxyListen:        []string{rk.Proxy},
 		HTTPListen:         fmt.Sprintf("127.0.0.1:%d", httpPort),
 		BootDir:            bootDir,
 		Temporal:           s.temporalOptions(),

@@ -28,7 +28,7 @@ import (
 )
 
 // abuseRack is rack A serving on loopback 127.0.0.1: DHCP relayed, TFTP, HTTP (boot,
-// enlistment, agent proxy) and syslog. Its clients are the addresses of abuseServedNet;
+// enlistment, agent proxy), the HTTP proxy for machines and syslog. Its clients are the addresses of abuseServedNet;
 // abuseOutsider is in no subnet of the region. Its DNS is off: a rack answers loopback
 // clients as its own, so DNS is checked on abuseLinkRack.
 type abuseRack struct {
@@ -51,6 +51,7 @@ func (s *abuseStack) startAbuseRack(t *testing.T) *abuseRack {
 		TFTPListen:          testutil.FreeUDPAddr(t),
 		DNSListen:           []string{},
 		HTTPListen:          testutil.FreeAddr(t),
+		ProxyListen:         []string{testutil.FreeAddr(t)},
 		SyslogListen:        testutil.FreeDNSAddr(t),
 		BootDir:             t.TempDir(),
 		PodRefreshInterval:  -1,
@@ -102,6 +103,7 @@ func (s *abuseStack) startLinkRack(t *testing.T) *abuseLinkRack {
 		StateDir:            s.rackBDir,
 		DHCPInterfaces:      []string{rackIf},
 		DNSListen:           []string{netip.AddrPortFrom(abuseLinkServer, 53).String()},
+		ProxyListen:         []string{}, // rack A's covers the listener
 		PodRefreshInterval:  -1,
 		HeartbeatInterval:   200 * time.Millisecond,
 		RegionCheckInterval: 200 * time.Millisecond,
@@ -168,13 +170,14 @@ var abuseListeners = map[string]abuseListenerCheck{
 	"dns/tcp":          abuseRackDNS,
 	"syslog/udp":       abuseSyslog,
 	"syslog/tcp":       abuseSyslog,
+	"proxy/tcp":        abuseProxy,
 }
 
 // abuseEveryListener is rack options that open every listener a rack has, for the coverage
 // check; nothing is opened.
 func abuseEveryListener(r *abuseRack) rack.Options {
 	o := r.o
-	o.DHCPInterfaces, o.RouterAdvertisements, o.DNSListen = []string{"lo"}, true, nil
+	o.DHCPInterfaces, o.RouterAdvertisements, o.DNSListen, o.ProxyListen = []string{"lo"}, true, nil, nil
 	return o
 }
 

@@ -30,6 +30,9 @@ var abuseRoutes = map[string]string{
 	"GET /api/v1/jobs/{key}/log":      "U . . . . . . U U U",
 	"PUT /api/v1/jobs/{key}/log":      "U F . . F F . U U U",
 	"POST /api/v1/dns-query":          "U . . . . . F U U U",
+	// The racks' proxy settings: operators change them, racks read them in their config.
+	"GET /api/v1/proxy": "U . . . . . F U U U",
+	"PUT /api/v1/proxy": "U F . . F F F U U U",
 
 	// The rack API: a rack reaches its own rack only; syslog only racks post.
 	"GET /api/v1/racks/secret":                             "U F F . F F F U U U",

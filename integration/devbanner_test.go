@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -21,9 +22,10 @@ import (
 
 // rackServicesAnswer checks that the banner of a running `ironflow dev` names each service of
 // rack-a and that each answers at the address it names: HTTP boot, DNS over UDP and TCP, TFTP,
-// syslog over UDP and TCP and the DHCP relay listener (the last two seen in the rack's
-// metrics: a message from loopback is no machine's, a relayed request from no subnet gets no
-// reply), and broadcast DHCP on the rack's link as root, else the reason it is off.
+// syslog over UDP and TCP, the DHCP relay listener and the machines' HTTP proxy (the last
+// three seen in the rack's metrics: a message from loopback is no machine's, a relayed
+// request from no subnet gets no reply, loopback is no client of the proxy), and broadcast
+// DHCP on the rack's link as root, else the reason it is off.
 func rackServicesAnswer(t *testing.T, d *devProcess) {
 	t.Helper()
 	dhcp := d.bannerValue(t, "broadcast DHCP")
@@ -41,6 +43,17 @@ func rackServicesAnswer(t *testing.T, d *devProcess) {
 	}
 	addr := func(label string) string { return strings.Fields(d.bannerValue(t, label))[0] }
 	httpBoot, dnsAddr, tftpAddr, syslogAddr, relayAddr := addr("HTTP boot"), addr("DNS"), addr("TFTP"), addr("syslog"), addr("DHCP relay")
+	proxyURL := addr("HTTP proxy")
+
+	proxied := &http.Client{Transport: &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse(proxyURL) }}, Timeout: 10 * time.Second}
+	if resp, err := proxied.Get("http://192.0.2.1/"); err != nil {
+		t.Errorf("HTTP proxy at %s: %v", proxyURL, err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("HTTP proxy at %s, asked from loopback: %s, want 403", proxyURL, resp.Status)
+		}
+	}
 
 	resp, err := http.Get(httpBoot + "/healthz")
 	if err != nil {
@@ -104,7 +117,8 @@ func rackServicesAnswer(t *testing.T, d *devProcess) {
 	testutil.Eventually(t, 30*time.Second, "rack-a's metrics count the syslog messages and the DHCP request", func() bool {
 		m := metrics(t, httpBoot)
 		return m[`ironflow_syslog_received_total{transport="udp"}`] >= 1 && m[`ironflow_syslog_received_total{transport="tcp"}`] >= 1 &&
-			m.sum("ironflow_dhcp_request_duration_seconds_count")+m.sum("ironflow_dhcp_dropped_total") >= 1
+			m.sum("ironflow_dhcp_request_duration_seconds_count")+m.sum("ironflow_dhcp_dropped_total") >= 1 &&
+			m[`ironflow_proxy_refusals_total{reason="outsider"}`] >= 1
 	})
 }
 

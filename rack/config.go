@@ -42,12 +42,13 @@ type DNS interface {
 	Configure(dns.Settings)
 }
 
-// applier turns the region's rack config into the DHCP config, the DNS settings and the
-// machine boot table, all or nothing: a config that DHCP refuses leaves them as they were.
+// applier turns the region's rack config into the DHCP config, the DNS and proxy settings
+// and the machine boot table, all or nothing: a config that DHCP refuses leaves them as they were.
 type applier struct {
 	rack  string // this rack's UUID
 	dhcp  DHCP
-	dns   DNS // nil when the rack serves no DNS
+	dns   DNS           // nil when the rack serves no DNS
+	proxy *proxyService // nil when the rack serves no HTTP proxy
 	own   OwnLeases
 	base  dhcp.Config // ServerIP and Boot, which come from the rack's own options
 	log   *slog.Logger
@@ -79,11 +80,18 @@ func (a *applier) apply(raw json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	ps, cacheBytes, err := proxySettings(cfg)
+	if err != nil {
+		return err
+	}
 	if err := a.dhcp.Configure(dc); err != nil {
 		return err
 	}
 	if a.dns != nil {
 		a.dns.Configure(ds)
+	}
+	if a.proxy != nil {
+		a.proxy.configure(ps, cacheBytes)
 	}
 	a.boots.Store(&boots)
 	reserved := make(map[netip.Addr]net.HardwareAddr, len(dc.Reservations))

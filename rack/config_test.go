@@ -212,3 +212,30 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestProxySettingsOfARackConfig: the region's proxy settings with their defaults, and the
+// parents of subnets that name their own; a parent that is no http URL refuses the config.
+func TestProxySettingsOfARackConfig(t *testing.T) {
+	st, size, err := proxySettings(api.RackConfig{})
+	if err != nil || !st.Enabled || st.Parent != nil || !slices.Equal(st.ConnectPorts, []int{443}) || size != api.DefaultProxyCacheBytes {
+		t.Fatalf("defaults: %+v, %d bytes, %v", st, size, err)
+	}
+	st, size, err = proxySettings(api.RackConfig{
+		Proxy:   api.RackProxy{Disabled: true, Parent: "http://squid:3128", ConnectPorts: []int{443, 8443}, CacheBytes: -1},
+		Subnets: []api.Subnet{{Uuid: "s1", CIDR: "10.1.0.0/24", ProxyParent: "http://row-3:3128"}, {Uuid: "s2", CIDR: "10.2.0.0/24"}},
+	})
+	if err != nil || st.Enabled || st.Parent.String() != "http://squid:3128" || !slices.Equal(st.ConnectPorts, []int{443, 8443}) || size != 0 {
+		t.Fatalf("set: %+v, %d bytes, %v", st, size, err)
+	}
+	if len(st.SubnetParents) != 1 || st.SubnetParents[0].Prefix != netip.MustParsePrefix("10.1.0.0/24") || st.SubnetParents[0].Parent.String() != "http://row-3:3128" {
+		t.Errorf("subnet parents: %+v", st.SubnetParents)
+	}
+	for _, bad := range []api.RackConfig{
+		{Proxy: api.RackProxy{Parent: "squid:3128"}},
+		{Subnets: []api.Subnet{{Uuid: "s1", CIDR: "10.1.0.0/24", ProxyParent: "https://row-3"}}},
+	} {
+		if _, _, err := proxySettings(bad); err == nil {
+			t.Errorf("%+v: accepted", bad)
+		}
+	}
+}

@@ -20,10 +20,11 @@ const (
 	ServiceAgentProxy  = "agent-proxy"  // the agent API and metadata, proxied to the region
 	ServiceDNS         = "dns"
 	ServiceSyslog      = "syslog"
+	ServiceProxy       = "proxy" // the HTTP proxy for machines
 )
 
 // Listeners lists the sockets Serve opens for o, after its defaults (DNS on every DHCP
-// interface when o names no DNS address).
+// interface when o names no DNS address, the proxy likewise).
 func (o Options) Listeners() ([]Listener, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -48,6 +49,9 @@ func (o Options) Listeners() ([]Listener, error) {
 	}
 	for _, addr := range o.DNSListen {
 		out = append(out, Listener{ServiceDNS, "udp", addr, "DNSListen"}, Listener{ServiceDNS, "tcp", addr, "DNSListen"})
+	}
+	for _, addr := range o.ProxyListen {
+		out = append(out, Listener{ServiceProxy, "tcp", addr, "ProxyListen"})
 	}
 	if o.SyslogListen != "" {
 		out = append(out, Listener{ServiceSyslog, "udp", o.SyslogListen, "SyslogListen"}, Listener{ServiceSyslog, "tcp", o.SyslogListen, "SyslogListen"})

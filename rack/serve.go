@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/ironflow/ironflow/rack/httpboot"
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/rack/pods"
+	"github.com/ironflow/ironflow/rack/proxy"
 	"github.com/ironflow/ironflow/rack/ra"
 	"github.com/ironflow/ironflow/rack/regionlink"
 	"github.com/ironflow/ironflow/rack/syslog"
@@ -50,13 +52,17 @@ type Options struct {
 	// means port 53 on the address of each DHCP interface, empty (non-nil) none. While the
 	// rack serves DNS, DHCP points clients at it (option 6) unless their subnet names DNS
 	// servers.
-	DNSListen    []string
-	HTTPListen   string // e.g. ":5248"
-	SyslogListen string // UDP and TCP, e.g. ":514"
-	HTTPBootURL  string // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
-	BootDir      string // served by TFTP and HTTP
-	IPXEDir      string // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
-	Discovery    httpboot.Boot
+	DNSListen  []string
+	HTTPListen string // e.g. ":5248"
+	// ProxyListen are the addresses ("ip:port") of the HTTP proxy for machines; nil means
+	// port 8000 on the address of each DHCP interface, empty (non-nil) none.
+	ProxyListen   []string
+	ProxyCacheDir string // the proxy's disk cache (default <StateDir>/proxy-cache)
+	SyslogListen  string // UDP and TCP, e.g. ":514"
+	HTTPBootURL   string // the HTTP boot URL clients get; default http://<ServerIP>:<HTTPListen port>
+	BootDir       string // served by TFTP and HTTP
+	IPXEDir       string // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
+	Discovery     httpboot.Boot
 	// RouterAdvertisements answers IPv6 router solicitations on DHCPInterfaces with an
 	// advertisement of nothing (rack/ra), so iPXE boots without waiting ~17 s for IPv6.
 	RouterAdvertisements bool
@@ -101,9 +107,10 @@ type process struct {
 	reg        *prometheus.Registry // every service's metrics
 	table      *leases.Table
 	handler    *dhcp.Handler
-	config     *applier    // applies the region's config to the services
-	dnsServer  *dns.Server // nil when the rack serves no DNS
-	region     *rackDoer   // the region through the link, for the DNS server built before it
+	config     *applier      // applies the region's config to the services
+	dnsServer  *dns.Server   // nil when the rack serves no DNS
+	proxy      *proxy.Server // nil when the rack serves no HTTP proxy
+	region     *rackDoer     // the region through the link, for the DNS server built before it
 	link       *regionlink.Link
 	auth       *rackAuth
 	ctrl       *controller
@@ -135,6 +142,7 @@ func open(o Options) (_ *process, err error) {
 		p.openLeases,
 		p.openDHCPHandler,
 		p.openDNSServer,
+		p.openProxyServer,
 		p.openLink,
 		p.openController,
 		p.openLeaseSync,
@@ -142,6 +150,7 @@ func open(o Options) (_ *process, err error) {
 		p.openTFTP,
 		p.openHTTPBoot,
 		p.openDNSListeners,
+		p.openProxyListeners,
 		p.openSyslog,
 		p.openDHCP,
 		p.openRouterAdvertisements,
@@ -300,7 +309,7 @@ func (p *process) openHTTPBoot() error {
 		return nil
 	}
 	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery,
-		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log})
+		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log, ProxyURL: p.proxyURL})
 	if err != nil {
 		return err
 	}
@@ -488,6 +497,17 @@ func (o *Options) defaults() error {
 			o.DNSListen = append(o.DNSListen, net.JoinHostPort(a.String(), "53"))
 		}
 	}
+	if o.ProxyListen == nil {
+		o.ProxyListen = []string{}
+		for _, ifname := range o.DHCPInterfaces {
+			if a, err := o.interfaceAddr(ifname); err == nil {
+				o.ProxyListen = append(o.ProxyListen, net.JoinHostPort(a.String(), strconv.Itoa(proxy.DefaultPort)))
+			}
+		}
+	}
+	if o.ProxyCacheDir == "" {
+		o.ProxyCacheDir = filepath.Join(o.StateDir, proxyCacheDir)
+	}
 	if o.HTTPBootURL == "" && o.HTTPListen != "" && o.ServerIP.IsValid() {
 		_, port, err := net.SplitHostPort(o.HTTPListen)
 		if err != nil {
@@ -506,7 +526,6 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// interfaceAddr is the first IPv4 address of the named interface.
 // interfaceAddr is the first IPv4 address of DHCP interface name, in DHCPNetns.
 func (o *Options) interfaceAddr(name string) (addr netip.Addr, err error) {
 	err = netns.Run(o.DHCPNetns, func() error {
@@ -542,6 +561,14 @@ type rackDoer struct {
 }
 
 func (d *rackDoer) set(l *regionlink.Link) { d.link.Store(l) }
+
+// endpoints are the link's region endpoints, none before it is built.
+func (d *rackDoer) endpoints() []string {
+	if l := d.link.Load(); l != nil {
+		return l.Endpoints()
+	}
+	return nil
+}
 
 func (d *rackDoer) Do(req *http.Request) (*http.Response, error) {
 	l := d.link.Load()

@@ -31,9 +31,12 @@ const DefaultScriptTimeout = 10 * time.Minute
 
 // Options configure an enlistment.
 type Options struct {
-	URL        string // the rack's HTTP boot URL or a region's
-	Token      string // a region token; "" through a rack
-	Inventory  inventory.Options
+	URL       string // the rack's HTTP boot URL or a region's
+	Token     string // a region token; "" through a rack
+	Inventory inventory.Options
+	// Proxy is the HTTP proxy the commissioning scripts use (http_proxy, https_proxy); ""
+	// leaves their environment as it is.
+	Proxy      string
 	HTTPClient *http.Client // default one with a 30 s timeout
 	Logger     *slog.Logger
 	Backoff    backoff.Backoff // between attempts while no region answers; default 1s .. 30s
@@ -69,7 +72,7 @@ func Run(ctx context.Context, o Options) (api.EnlistResult, error) {
 	}
 	report := api.Enlistment{Inventory: &inv, Commissioning: make([]api.CommissioningResult, 0, len(scripts))}
 	for _, s := range scripts {
-		res := runScript(ctx, s)
+		res := runScript(ctx, s, proxyEnv(o.Proxy))
 		o.Logger.Info("commissioning script ran", "script", s.Name, "exit", res.ExitCode, "truncated", res.Truncated)
 		report.Commissioning = append(report.Commissioning, res)
 	}
@@ -97,8 +100,9 @@ func retry(ctx context.Context, o Options, fn func() error) error {
 	}
 }
 
-// runScript runs one commissioning script with /bin/sh -c and keeps the tail of its output.
-func runScript(ctx context.Context, s api.CommissioningScript) api.CommissioningResult {
+// runScript runs one commissioning script with /bin/sh -c, env added to the agent's
+// environment, and keeps the tail of its output.
+func runScript(ctx context.Context, s api.CommissioningScript, env []string) api.CommissioningResult {
 	timeout := DefaultScriptTimeout
 	if s.TimeoutSeconds > 0 {
 		timeout = time.Duration(s.TimeoutSeconds) * time.Second
@@ -108,6 +112,9 @@ func runScript(ctx context.Context, s api.CommissioningScript) api.Commissioning
 	out := &tail{max: api.MaxCommissionOutput}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", s.Script)
 	cmd.Stdout, cmd.Stderr = out, out
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// A timeout ends the script's children too (its own process group), and one that still
 	// holds the output open cannot keep the run going past WaitDelay.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -157,15 +164,34 @@ func (t *tail) text() (string, bool) {
 
 // CmdlineURL returns the rack URL the discovery environment's kernel command line names
 // (api.KernelParamURL, set by the rack's enlistment script), "" when it names none.
-func CmdlineURL(root string) string {
+func CmdlineURL(root string) string { return cmdlineParam(root, api.KernelParamURL) }
+
+// CmdlineProxy returns the rack's HTTP proxy the kernel command line names
+// (api.KernelParamProxy), "" when it names none.
+func CmdlineProxy(root string) string { return cmdlineParam(root, api.KernelParamProxy) }
+
+func cmdlineParam(root, name string) string {
 	b, err := os.ReadFile(root + "/proc/cmdline")
 	if err != nil {
 		return ""
 	}
 	for _, f := range strings.Fields(string(b)) {
-		if v, ok := strings.CutPrefix(f, api.KernelParamURL+"="); ok {
+		if v, ok := strings.CutPrefix(f, name+"="); ok {
 			return v
 		}
 	}
 	return ""
+}
+
+// proxyEnv is the environment that sends a script's HTTP through proxy, but not what it
+// asks of the rack itself (whose proxy refuses the rack's own addresses).
+func proxyEnv(proxy string) []string {
+	if proxy == "" {
+		return nil
+	}
+	env := []string{"http_proxy=" + proxy, "https_proxy=" + proxy, "HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy}
+	if u, err := url.Parse(proxy); err == nil && u.Hostname() != "" {
+		env = append(env, "no_proxy="+u.Hostname(), "NO_PROXY="+u.Hostname())
+	}
+	return env
 }

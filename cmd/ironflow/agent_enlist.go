@@ -25,7 +25,8 @@ func newAgentEnlistCommand() *cobra.Command {
 			"creates a New machine when none matches. --url is the rack (no token needed: the rack\n" +
 			"forwards with its own) or a region (with an operator or admin --token); by default the\n" +
 			api.KernelParamURL + "= the rack put on the kernel command line. Unreachable endpoints are\n" +
-			"retried until interrupted; a refusal (conflicting identities) fails at once.",
+			"retried until interrupted; a refusal (conflicting identities) fails at once. The scripts\n" +
+			"fetch through the rack's HTTP proxy (http_proxy) when it names one (" + api.KernelParamProxy + "=).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := daemonLogger(cmd, cmd.ErrOrStderr())
@@ -36,7 +37,7 @@ func newAgentEnlistCommand() *cobra.Command {
 			if url == "" {
 				return errors.New("no --url, no " + enlistScope.name("url") + " and no " + api.KernelParamURL + "= on the kernel command line: name the rack or region to enlist with")
 			}
-			res, err := enlist.Run(cmd.Context(), enlist.Options{URL: url, Token: flagValue(cmd, flagToken), Logger: logger})
+			res, err := enlist.Run(cmd.Context(), enlist.Options{URL: url, Token: flagValue(cmd, flagToken), Proxy: enlist.CmdlineProxy("/"), Logger: logger})
 			if err != nil {
 				return err
 			}

@@ -168,7 +168,7 @@ func rackLines(s *dev.Stack) string {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-17s (region %s)\n", rk.Name, region)
-		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"broadcast DHCP", dhcpLine(rk)}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}} {
+		for _, svc := range [][2]string{{"HTTP boot", rk.HTTPURL}, {"broadcast DHCP", dhcpLine(rk)}, {"DHCP relay", rk.DHCPRelay + " (UDP, relayed requests)"}, {"TFTP", rk.TFTP + " (UDP)"}, {"DNS", rk.DNS + " (UDP and TCP)"}, {"syslog", rk.Syslog + " (UDP and TCP)"}, {"HTTP proxy", "http://" + rk.Proxy + " (machines of the rack's subnets)"}} {
 			fmt.Fprintf(&b, "    %-15s %s\n", svc[0], svc[1])
 		}
 		if rk.Link != nil {

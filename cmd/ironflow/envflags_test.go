@@ -40,7 +40,7 @@ var daemonFlagEnvs = map[string]map[string]string{
 		"router-advertisements": "IRONFLOW_RACK_ROUTER_ADVERTISEMENTS formerly IRONFLOW_ROUTER_ADVERTISEMENTS",
 		"dhcp-relay-listen":     "IRONFLOW_RACK_DHCP_RELAY_LISTEN formerly IRONFLOW_DHCP_RELAY_LISTEN",
 		"server-ip":             "IRONFLOW_RACK_SERVER_IP", "tftp-listen": "IRONFLOW_RACK_TFTP_LISTEN formerly IRONFLOW_TFTP_LISTEN",
-		"dns-listen": "IRONFLOW_RACK_DNS_LISTEN", "http-listen": "IRONFLOW_RACK_HTTP_LISTEN formerly IRONFLOW_HTTP_LISTEN",
+		"dns-listen": "IRONFLOW_RACK_DNS_LISTEN", "proxy-listen": "IRONFLOW_RACK_PROXY_LISTEN", "http-listen": "IRONFLOW_RACK_HTTP_LISTEN formerly IRONFLOW_HTTP_LISTEN",
 		"syslog-listen":       "IRONFLOW_RACK_SYSLOG_LISTEN formerly IRONFLOW_SYSLOG_LISTEN",
 		"http-boot-url":       "IRONFLOW_RACK_HTTP_BOOT_URL formerly IRONFLOW_HTTP_BOOT_URL",
 		"boot-dir":            "IRONFLOW_RACK_BOOT_DIR formerly IRONFLOW_BOOT_DIR",

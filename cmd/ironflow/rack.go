@@ -49,6 +49,7 @@ type rackServeFlags struct {
 	ServerIP             string
 	TFTPListen           string
 	DNSListen            []string
+	ProxyListen          []string
 	HTTPListen           string
 	SyslogListen         string
 	HTTPBootURL          string
@@ -67,6 +68,7 @@ func (f *rackServeFlags) declare(fs *pflag.FlagSet) {
 	e.string(&f.ServerIP, "server-ip", "", "the rack's address clients reach (default: the relay listen IP or the first interface's)")
 	e.string(&f.TFTPListen, "tftp-listen", ":69", "TFTP address; empty disables TFTP").formerly("IRONFLOW_TFTP_LISTEN")
 	e.stringList(&f.DNSListen, "dns-listen", "ip:port to serve DNS on, UDP and TCP; repeatable; \"none\" disables DNS (default: port 53 on each --dhcp-interface's address)")
+	e.stringList(&f.ProxyListen, "proxy-listen", "ip:port of the HTTP proxy for machines (GET/HEAD, CONNECT to the region's allowed ports, a disk cache); repeatable; \"none\" disables it (default: port 8000 on each --dhcp-interface's address)")
 	e.string(&f.HTTPListen, "http-listen", httpboot.DefaultAddr, "HTTP boot address; empty disables HTTP boot").formerly("IRONFLOW_HTTP_LISTEN")
 	e.string(&f.SyslogListen, "syslog-listen", rsyslog.DefaultAddr, "syslog address (UDP and TCP) of the machines; empty disables syslog").formerly("IRONFLOW_SYSLOG_LISTEN")
 	e.string(&f.HTTPBootURL, "http-boot-url", "", "HTTP boot URL given to clients (default http://SERVER-IP:PORT)").formerly("IRONFLOW_HTTP_BOOT_URL")
@@ -153,7 +155,8 @@ func (f *rackServeFlags) options(cmd *cobra.Command, logger *slog.Logger) (rack.
 		HTTPBootURL:          f.HTTPBootURL,
 		SyslogListen:         f.SyslogListen,
 		BootDir:              f.BootDir,
-		DNSListen:            dnsListen(f.DNSListen),
+		DNSListen:            listenList(f.DNSListen),
+		ProxyListen:          listenList(f.ProxyListen),
 		PodSSHKeyFile:        f.PodSSHKey,
 		PodRefreshInterval:   f.PodRefreshInterval,
 		Version:              version,
@@ -185,9 +188,9 @@ func (f *rackServeFlags) options(cmd *cobra.Command, logger *slog.Logger) (rack.
 	return o, nil
 }
 
-// dnsListen is --dns-listen: nil when neither the flag nor its variable is set (the rack's
-// default), empty for "none".
-func dnsListen(values []string) []string {
+// listenList is a repeatable listen flag (--dns-listen, --proxy-listen): nil when neither
+// the flag nor its variable is set (the rack's default), empty for "none".
+func listenList(values []string) []string {
 	switch {
 	case len(values) == 1 && values[0] == "none":
 		return []string{}

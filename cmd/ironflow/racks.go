@@ -25,7 +25,7 @@ var racks = noun[api.Rack]{
 
 // Racks create themselves by registering (ironflow rack register); the CLI reads and removes them.
 func newRacksCommand() *cobra.Command {
-	return racks.command(racks.list(), racks.show(), racks.remove(), newRackSecretCommand(), newRacksTransferCommand(), newRacksRecoverCommand(), newRacksOperationsCommand())
+	return racks.command(racks.list(), racks.show(), racks.remove(), newRackSecretCommand(), newRacksTransferCommand(), newRacksRecoverCommand(), newRacksOperationsCommand(), newRacksProxyCommand())
 }
 
 // newRackSecretCommand prints the region's rack secret, for `ironflow rack register --secret`.

@@ -126,7 +126,23 @@ func (s *Server) serveMachineScript(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "invalid boot parameters for "+mac.String())
 		return
 	}
-	writeScript(w, machineScript, bootScriptData(base, "machine", mac, boot))
+	writeScript(w, machineScript, bootScriptData(base, "machine", mac, s.withProxy(base, boot)))
+}
+
+// withProxy adds the rack's HTTP proxy for clients reaching the rack at base to what a
+// kernel boots with (api.KernelParamProxy), while the rack serves one.
+func (s *Server) withProxy(base string, boot Boot) Boot {
+	if s.cfg.ProxyURL == nil || boot.Kernel == "" {
+		return boot
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return boot
+	}
+	if p := s.cfg.ProxyURL(u.Hostname()); p != "" {
+		boot.Cmdline = strings.TrimSpace(boot.Cmdline + " " + api.KernelParamProxy + "=" + p)
+	}
+	return boot
 }
 
 // bootScriptData is the script data of booting boot.
@@ -141,10 +157,11 @@ func bootScriptData(base, what string, mac net.HardwareAddr, boot Boot) machineS
 }
 
 // discoveryScript boots the discovery environment (validated by New), telling it where the
-// rack is (api.KernelParamURL, which `ironflow agent enlist` reads from /proc/cmdline). what is ""
+// rack is (api.KernelParamURL, which `ironflow agent enlist` reads from /proc/cmdline) and
+// its HTTP proxy (withProxy). what is ""
 // inside the enlistment script, whose header is already written.
 func (s *Server) discoveryScript(base string, mac net.HardwareAddr, what string, notes ...string) machineScriptData {
-	boot := s.cfg.Discovery
+	boot := s.withProxy(base, s.cfg.Discovery)
 	boot.Cmdline = strings.TrimSpace(boot.Cmdline + " " + api.KernelParamURL + "=" + base)
 	data := bootScriptData(base, what, mac, boot)
 	data.Notes = notes

@@ -158,3 +158,27 @@ func TestEnlistmentReportAsIPXESendsIt(t *testing.T) {
 		t.Fatalf("forwarded %+v, want boot facts %+v", rack.enlister.reports, want)
 	}
 }
+
+// TestScriptsNameTheRackProxy: while the rack serves the machines' HTTP proxy, what it boots
+// (a known machine's kernel, the discovery environment) gets its URL on the kernel command
+// line, for the address the client reached the rack at; a local boot has no kernel to tell.
+func TestScriptsNameTheRackProxy(t *testing.T) {
+	lookup := machines{boots: map[string]Boot{
+		"52:54:00:ab:cd:01": {BootEnv: "ubuntu", Kernel: "ubuntu/vmlinuz", Cmdline: "console=ttyS0"},
+		"52:54:00:00:00:02": {BootEnv: BootEnvLocal},
+	}}
+	rack := startRackWithConfig(t, func(c *Config) {
+		c.ProxyURL = func(host string) string { return "http://" + host + ":8000" }
+	}, lookup, regionlinktest.Start(t, "a").URL)
+	for path, want := range map[string]string{
+		"/ipxe/mac/52-54-00-ab-cd-01.ipxe": "console=ttyS0 ironflow.proxy=http://127.0.0.1:8000\n",
+		"/ipxe/mac/52-54-00-aa-bb-cc.ipxe": "ironflow.mode=enlist ironflow.proxy=http://127.0.0.1:8000 ironflow.url=" + rack.url + "\n",
+	} {
+		if _, got := get(t, rack.url+path); !strings.Contains(string(got), want) {
+			t.Errorf("%s: no %q in\n%s", path, want, got)
+		}
+	}
+	if _, got := get(t, rack.url+"/ipxe/mac/52-54-00-00-00-02.ipxe"); strings.Contains(string(got), "ironflow.proxy") {
+		t.Errorf("a local boot names the proxy:\n%s", got)
+	}
+}

@@ -46,6 +46,9 @@ type Config struct {
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
 	Limits   Limits // zero fields take the defaults
+	// ProxyURL is the rack's HTTP proxy for machines reaching the rack at host ("" while it
+	// serves none); nil: none.
+	ProxyURL func(host string) string
 	Enlist   EnlistLimits
 }
 

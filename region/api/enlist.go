@@ -38,6 +38,11 @@ type CommissioningScript struct {
 // command line: its own URL, where `ironflow agent enlist` reports.
 const KernelParamURL = "ironflow.url"
 
+// KernelParamProxy is the kernel parameter the rack adds to what it boots while it serves
+// the machines' HTTP proxy: the proxy's URL, which the commissioning scripts of `ironflow
+// agent enlist` get as http_proxy and https_proxy.
+const KernelParamProxy = "ironflow.proxy"
+
 // Machine statuses set by enlistment.
 const (
 	StatusNew   = "New"   // enlisted, not commissioned yet

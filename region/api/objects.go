@@ -133,17 +133,20 @@ type IPRange struct {
 
 // Subnet is an IPv4 network on a VLAN.
 type Subnet struct {
-	Uuid         string    `json:"Uuid"`
-	Name         string    `json:"Name"`
-	CIDR         string    `json:"CIDR"`
-	VLAN         string    `json:"VLAN"` // VLAN UUID
-	Gateway      string    `json:"Gateway"`
-	DNSServers   []string  `json:"DNSServers"`
-	DynamicRange IPRange   `json:"DynamicRange"`
-	ReservedIPs  []string  `json:"ReservedIPs"`
-	LeaseSeconds int       `json:"LeaseSeconds"`
-	NextServer   string    `json:"NextServer"`
-	Created      time.Time `json:"Created"`
+	Uuid         string   `json:"Uuid"`
+	Name         string   `json:"Name"`
+	CIDR         string   `json:"CIDR"`
+	VLAN         string   `json:"VLAN"` // VLAN UUID
+	Gateway      string   `json:"Gateway"`
+	DNSServers   []string `json:"DNSServers"`
+	DynamicRange IPRange  `json:"DynamicRange"`
+	ReservedIPs  []string `json:"ReservedIPs"`
+	LeaseSeconds int      `json:"LeaseSeconds"`
+	NextServer   string   `json:"NextServer"`
+	// ProxyParent is the site proxy ("http://host:port") the racks' HTTP proxy sends this
+	// subnet's machines' requests through, instead of the region's RackProxy.Parent.
+	ProxyParent string    `json:"ProxyParent"`
+	Created     time.Time `json:"Created"`
 }
 
 // Lease is a DHCP lease handed out by a rack.

@@ -73,7 +73,29 @@ type RackConfig struct {
 	Reservations []Reservation `json:"Reservations"`
 	Leases       []Lease       `json:"Leases"` // active leases of other racks the region knows, so a new or moved rack honours them
 	DNS          RackDNS       `json:"DNS"`
+	Proxy        RackProxy     `json:"Proxy"`
 }
+
+// ProxyPath holds the region's RackProxy settings, sent to every rack in its config.
+//
+//	GET /api/v1/proxy  -> RackProxy (every role but machine)
+//	PUT /api/v1/proxy  RackProxy -> RackProxy (operator, admin): Parent an http://host:port
+//	    URL or "", at most 64 distinct ConnectPorts, CacheBytes 0 (default), -1 (none) or a size
+const ProxyPath = PathPrefix + "/proxy"
+
+// RackProxy is what the region decides of its racks' HTTP proxy for machines (port 8000).
+// Its zero value is the default: enabled, direct, CONNECT to 443, DefaultProxyCacheBytes.
+type RackProxy struct {
+	Disabled bool `json:"Disabled"`
+	// Parent is the site proxy ("http://host:port") the racks send every request through;
+	// "" connects directly.
+	Parent       string `json:"Parent"`
+	ConnectPorts []int  `json:"ConnectPorts"` // the ports CONNECT may reach; empty: 443
+	CacheBytes   int64  `json:"CacheBytes"`   // the disk cache of each rack; 0: DefaultProxyCacheBytes, negative: none
+}
+
+// DefaultProxyCacheBytes is a rack's proxy cache when the region names no size.
+const DefaultProxyCacheBytes = 10 << 30
 
 // RackHeartbeat is sent by a rack every interval.
 type RackHeartbeat struct {

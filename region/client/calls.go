@@ -49,6 +49,16 @@ func (c *Client) RackSecret(ctx context.Context) (api.RackSecret, error) {
 	return call[api.RackSecret](ctx, c, Request{Method: http.MethodGet, Path: apiPath("racks", "secret")})
 }
 
+// ProxySettings returns the region's settings of its racks' HTTP proxy for machines.
+func (c *Client) ProxySettings(ctx context.Context) (api.RackProxy, error) {
+	return call[api.RackProxy](ctx, c, Request{Method: http.MethodGet, Path: api.ProxyPath})
+}
+
+// SetProxySettings replaces them; every rack applies them with its next config.
+func (c *Client) SetProxySettings(ctx context.Context, p api.RackProxy) (api.RackProxy, error) {
+	return call[api.RackProxy](ctx, c, Request{Method: http.MethodPut, Path: api.ProxyPath, Body: p})
+}
+
 // MachineLogs returns a machine's syslog, oldest first, filtered by Since (RFC 3339) and
 // After (a message ID); with "limit" in filters, one page.
 func (c *Client) MachineLogs(ctx context.Context, key string, filters url.Values) ([]api.SyslogMessage, error) {

@@ -133,6 +133,7 @@ func (s *Server) routes() {
 		return nil
 	}})
 	s.rackRoutes()
+	s.proxyRoutes()
 	s.transferRoutes()
 	s.migrationRoutes()
 	s.grantRoutes()

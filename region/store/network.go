@@ -148,6 +148,9 @@ func validateSubnet(s *api.Subnet) error {
 			return err
 		}
 	}
+	if err := validProxyParent(noun, "ProxyParent", s.ProxyParent); err != nil {
+		return err
+	}
 	if err := validRange(noun, s.DynamicRange, p); err != nil {
 		return err
 	}

@@ -225,7 +225,7 @@ func configRevision(ctx context.Context, q querier) (RackConfigRevision, error) 
 // RackConfig returns what the rack serves and the revision it is of, read in one consistent
 // snapshot: the VLANs with DHCPOn it is primary or secondary rack of, their subnets, a
 // reservation for every machine with a MAC and an Address in those subnets (its first MAC),
-// and the active leases of other racks there (ConfigLeases). Config.Rack leaves out LastSeen,
+// the active leases of other racks there (ConfigLeases), and the proxy settings. Config.Rack leaves out LastSeen,
 // Status, the heartbeat's Meta keys, which change with heartbeats, and a transfer's hold, so
 // that the config (and its ETag) changes only when what the rack serves changes.
 func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig, RackConfigRevision, error) {
@@ -279,7 +279,10 @@ func (s *Store) RackConfig(ctx context.Context, rackUUID string) (api.RackConfig
 		if cfg.Leases, err = othersLeases(ctx, tx, cfg.Rack.Uuid, subnetIDs); err != nil {
 			return err
 		}
-		cfg.DNS, err = rackDNS(ctx, tx)
+		if cfg.DNS, err = rackDNS(ctx, tx); err != nil {
+			return err
+		}
+		cfg.Proxy, err = proxySettings(ctx, tx)
 		return err
 	})
 	if err != nil {
