@@ -176,7 +176,7 @@ func (r *Region) ExportRack(_ context.Context, rack string) (api.RackBundle, err
 		b.Rack = s.rack
 		for _, uuid := range slices.Sorted(maps.Keys(r.machines)) {
 			if m := r.machines[uuid]; m.Rack == rack && !isStub(m) {
-				b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs), Address: m.Address})
+				b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs), Address: m.Address, Image: m.Image})
 			}
 		}
 		return b, nil
