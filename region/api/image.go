@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"slices"
 	"time"
@@ -84,4 +86,16 @@ func ValidImageOption(what, value string, allowed []string) error {
 		return fmt.Errorf("image %s %q: want one of %v", what, value, allowed)
 	}
 	return nil
+}
+
+// HeaderImageSHA256 carries the SHA-256 of the image an answer's bytes belong to.
+const HeaderImageSHA256 = "X-Ironflow-Image-SHA256"
+
+// ServeImage answers r with the bytes of img read from content, with Range, If-Range and HEAD
+// (http.ServeContent; the ETag is the hash): the region and the racks serve images this one way.
+func ServeImage(w http.ResponseWriter, r *http.Request, img Image, content io.ReadSeeker) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("ETag", `"sha256:`+img.SHA256+`"`)
+	w.Header().Set(HeaderImageSHA256, img.SHA256)
+	http.ServeContent(w, r, "", img.Uploaded, content)
 }
