@@ -23,6 +23,7 @@ import (
 	"github.com/ironflow/ironflow/rack/dhcp"
 	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/httpboot"
+	"github.com/ironflow/ironflow/rack/imagecache"
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/rack/ra"
@@ -51,6 +52,10 @@ type Options struct {
 	BootDir      string // served by TFTP and HTTP
 	IPXEDir      string // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
 	Discovery    httpboot.Boot
+	// ImageCacheDir caches the region's images that HTTP boot serves (default: images in
+	// StateDir); ImageCacheBytes bounds it (default DefaultImageCacheBytes).
+	ImageCacheDir   string
+	ImageCacheBytes int64
 	// RouterAdvertisements answers IPv6 router solicitations on DHCPInterfaces with an
 	// advertisement of nothing (rack/ra), so iPXE boots without waiting ~17 s for IPv6.
 	RouterAdvertisements bool
@@ -102,7 +107,8 @@ type process struct {
 	auth       *rackAuth
 	ctrl       *controller
 	uploader   *leases.Uploader
-	bootDir    *bootfs.Dir // nil when the rack serves neither TFTP nor HTTP boot
+	bootDir    *bootfs.Dir       // nil when the rack serves neither TFTP nor HTTP boot
+	images     *imagecache.Cache // nil when the rack serves no HTTP boot
 	pods       pods.Dialer
 	services   []func(context.Context) error // the servers, sockets open
 	syslogAddr netip.AddrPort                // where the syslog receiver listens, when it does
@@ -134,6 +140,7 @@ func open(o Options) (_ *process, err error) {
 		p.openLeaseSync,
 		p.openBootDir,
 		p.openTFTP,
+		p.openImages,
 		p.openHTTPBoot,
 		p.openDNSListeners,
 		p.openSyslog,
@@ -294,7 +301,7 @@ func (p *process) openHTTPBoot() error {
 		return nil
 	}
 	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery,
-		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log})
+		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log, Images: p.images, Serves: p.config.Serves})
 	if err != nil {
 		return err
 	}
@@ -432,6 +439,9 @@ func (o *Options) defaults() error {
 	}
 	if o.PodRefreshInterval == 0 {
 		o.PodRefreshInterval = DefaultPodRefreshInterval
+	}
+	if o.ImageCacheBytes <= 0 {
+		o.ImageCacheBytes = DefaultImageCacheBytes
 	}
 	if o.PowerPollInterval == 0 {
 		o.PowerPollInterval = DefaultPowerPollInterval
