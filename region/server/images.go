@@ -20,6 +20,9 @@ const (
 	resImageData = "imagedata"
 )
 
+// imageContentType is the only media type of an image upload.
+const imageContentType = "application/octet-stream"
+
 // DefaultImageMaxBytes is the largest image an upload may carry unless configured.
 const DefaultImageMaxBytes = 64 << 30
 
@@ -67,6 +70,11 @@ func (s *Server) showImage(w http.ResponseWriter, r *http.Request, _ *call) erro
 // written to a temporary file and is stored only when whole, under the size limit and, when
 // the query names one, with that SHA-256.
 func (s *Server) uploadImage(w http.ResponseWriter, r *http.Request, c *call) error {
+	// Only a body sent as bytes is an image: a JSON body (a confused client, the abuse
+	// suite) is refused before anything is written.
+	if ct := r.Header.Get("Content-Type"); ct != imageContentType {
+		return errorf(http.StatusUnsupportedMediaType, "an image upload is sent as %s, not %q", imageContentType, ct)
+	}
 	blobs, err := s.imageBlobs()
 	if err != nil {
 		return err
@@ -123,11 +131,15 @@ func (s *Server) uploadImage(w http.ResponseWriter, r *http.Request, c *call) er
 }
 
 func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request, c *call) error {
+	name := r.PathValue("name")
+	if _, err := s.st.Image(r.Context(), name); err != nil {
+		return err
+	}
 	blobs, err := s.imageBlobs()
 	if err != nil {
 		return err
 	}
-	if err := s.st.DeleteImage(r.Context(), c.by, r.PathValue("name"), blobs.Remove); err != nil {
+	if err := s.st.DeleteImage(r.Context(), c.by, name, blobs.Remove); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -137,11 +149,11 @@ func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request, c *call) er
 // downloadImage serves an image's bytes with Range and If-Range (its ETag is its hash), so a
 // rack resumes a download cut off.
 func (s *Server) downloadImage(w http.ResponseWriter, r *http.Request, _ *call) error {
-	blobs, err := s.imageBlobs()
+	img, err := s.st.Image(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	img, err := s.st.Image(r.Context(), r.PathValue("name"))
+	blobs, err := s.imageBlobs()
 	if err != nil {
 		return err
 	}
