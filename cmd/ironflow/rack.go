@@ -44,6 +44,8 @@ var rackFlagEnvs = map[string]string{
 	"region-secrets-file":   "IRONFLOW_RACK_REGION_SECRETS_FILE",
 	"pod-ssh-key":           "IRONFLOW_RACK_POD_SSH_KEY",
 	"pod-refresh-interval":  "IRONFLOW_RACK_POD_REFRESH_INTERVAL",
+	"image-cache-dir":       "IRONFLOW_RACK_IMAGE_CACHE_DIR",
+	"image-cache-size":      "IRONFLOW_RACK_IMAGE_CACHE_SIZE",
 }
 
 // rackFlag is the flag's value, else its environment variable, else its default.
@@ -139,6 +141,8 @@ func newRackServeCommand() *cobra.Command {
 	f.String("region-secrets-file", "", "rack secrets of the regions this rack may move to"+rackEnvHelp("region-secrets-file"))
 	f.String("pod-ssh-key", "", "private key file the rack logs in with to its qemu+ssh pods (their host keys are recorded on the pods)"+rackEnvHelp("pod-ssh-key"))
 	f.Duration("pod-refresh-interval", rack.DefaultPodRefreshInterval, "how often the rack refreshes the facts of its pods; 0 never (on demand only)"+rackEnvHelp("pod-refresh-interval"))
+	f.String("image-cache-dir", "", "directory of the rack's cache of the region's OS images (default: images in --state-dir)"+rackEnvHelp("image-cache-dir"))
+	f.Int64("image-cache-size", rack.DefaultImageCacheBytes, "bytes the image cache may hold; the least recently used images not being served are evicted"+rackEnvHelp("image-cache-size"))
 	addLogFlags(c)
 	addTemporalFlags(c)
 	// A rack runs its worker only when a Temporal address is given.
@@ -196,6 +200,10 @@ func rackServeOptions(cmd *cobra.Command, logger *slog.Logger) (rack.Options, er
 	o.PodRefreshInterval = every
 	if every == 0 {
 		o.PodRefreshInterval = -1 // the rack's "never"
+	}
+	o.ImageCacheDir = rackFlag(cmd, "image-cache-dir")
+	if o.ImageCacheBytes, err = strconv.ParseInt(rackFlag(cmd, "image-cache-size"), 10, 64); err != nil || o.ImageCacheBytes <= 0 {
+		return rack.Options{}, fmt.Errorf("--image-cache-size %q: want a positive number of bytes", rackFlag(cmd, "image-cache-size"))
 	}
 	return o, nil
 }

@@ -37,6 +37,8 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
 	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 	{"dns-listen", "IRONFLOW_DNS_LISTEN", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)"},
+	{"images-dir", "IRONFLOW_IMAGES_DIR", "", "directory of the region's OS images, one file per SHA-256 (shared by every process of the region; default: none, uploads refused)"},
+	{"images-max-size", "IRONFLOW_IMAGES_MAX_SIZE", strconv.Itoa(server.DefaultImageMaxBytes), "largest image an upload may carry, in bytes"},
 	{"dns-transfer-from", "IRONFLOW_DNS_TRANSFER_FROM", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)"},
 }
 
@@ -96,6 +98,7 @@ func serveConfig(cmd *cobra.Command) (server.Config, error) {
 		AdminToken:  value["admin-token"],
 		RackSecret:  value["rack-secret"],
 		DNSListen:   value["dns-listen"],
+		ImagesDir:   value["images-dir"],
 		Version:     version,
 		Limits: server.Limits{
 			ReadTimeout:    duration("read-timeout"),
@@ -106,6 +109,7 @@ func serveConfig(cmd *cobra.Command) (server.Config, error) {
 		},
 		Retention:       server.Retention{MaxAge: duration("events-max-age"), MaxCount: count("events-max-count")},
 		SyslogRetention: server.Retention{MaxAge: duration("syslog-max-age"), MaxCount: count("syslog-max-count")},
+		ImageMaxBytes:   int64(count("images-max-size")),
 	}
 	transferFrom, err := regiondns.ParseTransferFrom(value["dns-transfer-from"])
 	if err != nil {
