@@ -253,6 +253,9 @@ func (r *Region) rackConflicts(b api.RackBundle) []string {
 		if holder, ok := r.addressHolder(api.Machine{Uuid: rm.Uuid, Address: rm.Address}); ok && !ours[holder.Uuid] {
 			conflicts = append(conflicts, fmt.Sprintf("Address %s is used by machine %s (%s)", rm.Address, holder.Name, holder.Uuid))
 		}
+		if missing, ok := r.missingImage(rm.Name, rm.Image); ok {
+			conflicts = append(conflicts, missing)
+		}
 	}
 	slices.Sort(conflicts)
 	return conflicts
