@@ -178,7 +178,7 @@ func TestImageUploadRefusalsStoreNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "PUT /api/v1/images/cut HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", e.tokens[api.RoleAdmin], len(data))
+	fmt.Fprintf(conn, "PUT /api/v1/images/cut HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", e.tokens[api.RoleAdmin], len(data))
 	conn.Write(data[:len(data)/2])
 	testutil.Eventually(t, 10*time.Second, "the cut upload's temporary file appears", func() bool {
 		return len(dirNames(t, filepath.Join(dir, "tmp"))) == 1
