@@ -205,7 +205,7 @@ func (c *Cache) Open(ctx context.Context, name string) (*Handle, error) {
 }
 
 // lookup returns the region's metadata of name, at most MetadataTTL old, or the last known
-// when the region cannot answer.
+// when the region cannot answer (unreachable, or failing with a 5xx).
 func (c *Cache) lookup(ctx context.Context, name string) (api.Image, error) {
 	c.mu.Lock()
 	hit, ok := c.meta[name]
@@ -224,9 +224,9 @@ func (c *Cache) lookup(ctx context.Context, name string) (api.Image, error) {
 		c.meta[name] = metaHit{img: img, when: time.Now()}
 		c.mu.Unlock()
 		return img, nil
-	case errors.As(err, &apiErr):
+	case errors.As(err, &apiErr) && apiErr.Permanent():
 		c.mu.Lock()
-		delete(c.meta, name)
+		delete(c.meta, name) // deleted or no longer the rack's to read
 		c.mu.Unlock()
 		return api.Image{}, err
 	case ok:
@@ -353,6 +353,10 @@ func permanent(err error) bool {
 func (c *Cache) attempt(ctx context.Context, img api.Image, w *partialFile) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A region that stops sending, before its answer's header or in its body, ends the
+	// attempt; the next resumes.
+	stall := time.AfterFunc(c.cfg.StallTimeout, cancel)
+	defer stall.Stop()
 	s, err := c.cfg.Source.DownloadImage(ctx, img.Name, img.SHA256, w.n)
 	if err != nil {
 		return err
@@ -366,8 +370,7 @@ func (c *Cache) attempt(ctx context.Context, img api.Image, w *partialFile) erro
 			return err
 		}
 	}
-	stall := time.AfterFunc(c.cfg.StallTimeout, cancel)
-	defer stall.Stop()
+	stall.Reset(c.cfg.StallTimeout)
 	buf := make([]byte, 256<<10)
 	for w.n < img.Size {
 		n, err := s.Body.Read(buf[:min(int64(len(buf)), img.Size-w.n)])

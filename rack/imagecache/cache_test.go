@@ -28,6 +28,7 @@ type region struct {
 	images map[string][]byte
 	// corrupt is how many answers still flip a byte; cut how many end after half the image.
 	corrupt, cut int
+	silent       int           // how many answers still send nothing until the client gives up
 	gate         chan struct{} // when set, downloads wait for it to close
 	downloads    atomic.Int32
 	ranges       []string // the Range header of each download
@@ -65,9 +66,13 @@ func (r *region) serveData(w http.ResponseWriter, req *http.Request) {
 	gate := r.gate
 	r.ranges = append(r.ranges, req.Header.Get("Range"))
 	data := bytes.Clone(r.images[req.PathValue("name")])
-	corrupt, cut := r.corrupt > 0, r.cut > 0
-	r.corrupt, r.cut = max(r.corrupt-1, 0), max(r.cut-1, 0)
+	corrupt, cut, silent := r.corrupt > 0, r.cut > 0, r.silent > 0
+	r.corrupt, r.cut, r.silent = max(r.corrupt-1, 0), max(r.cut-1, 0), max(r.silent-1, 0)
 	r.mu.Unlock()
+	if silent {
+		<-req.Context().Done()
+		return
+	}
 	if gate != nil {
 		<-gate
 	}
@@ -317,4 +322,57 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// flakyMetadata fails the metadata lookups with a 503 once failing is set.
+type flakyMetadata struct {
+	imagecache.Source
+	failing atomic.Bool
+}
+
+func (f *flakyMetadata) Image(ctx context.Context, name string) (api.Image, error) {
+	if f.failing.Load() {
+		return api.Image{}, &client.APIError{StatusCode: http.StatusServiceUnavailable, Message: "database unavailable"}
+	}
+	return f.Source.Image(ctx, name)
+}
+
+// A region that answers 5xx (its database down) does not stop the rack from serving what it
+// has cached, under the metadata it last saw.
+func TestCachedImageServedWhileTheRegionFails(t *testing.T) {
+	data := pattern(32 << 10)
+	_, src := newRegion(t, map[string][]byte{"deb": data})
+	flaky := &flakyMetadata{Source: src}
+	dir := t.TempDir()
+	c, err := imagecache.Open(imagecache.Config{Dir: dir, MaxBytes: 1 << 20, Source: flaky, MetadataTTL: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readImage(t, c, "deb")
+	flaky.failing.Store(true)
+	if got := readImage(t, c, "deb"); !bytes.Equal(got, data) {
+		t.Error("cached image differs while the region fails")
+	}
+}
+
+// A region that accepts the download and never answers is given up on after the stall
+// timeout, and the next attempt fetches the image.
+func TestSilentRegionIsRetriedAfterTheStallTimeout(t *testing.T) {
+	data := pattern(16 << 10)
+	r, src := newRegion(t, map[string][]byte{"deb": data})
+	r.silent = 1
+	c, err := imagecache.Open(imagecache.Config{Dir: t.TempDir(), MaxBytes: 1 << 20, Source: src, StallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h, err := c.Open(ctx, "deb")
+	if err != nil {
+		t.Fatalf("open after a silent answer: %v", err)
+	}
+	defer h.Close()
+	if got, _ := io.ReadAll(h); !bytes.Equal(got, data) || r.downloads.Load() != 2 {
+		t.Errorf("%d downloads, bytes equal %v", r.downloads.Load(), bytes.Equal(got, data))
+	}
 }

@@ -229,3 +229,33 @@ func TestImagesWithoutDirAnswer503(t *testing.T) {
 		t.Errorf("list without an images dir: %+v, %v", list, err)
 	}
 }
+
+// An image whose row outlived its file (a delete that removed the file and then failed to
+// commit) gets its bytes back from the same upload again.
+func TestRetriedUploadRestoresAMissingFile(t *testing.T) {
+	_, dir, c := imageEnv(t, 0)
+	ctx := context.Background()
+	data := []byte("bytes that went missing")
+	up := client.ImageUpload{Name: "lost"}
+	img, err := c[api.RoleAdmin].UploadImage(ctx, up, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "sha256", img.SHA256)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c[api.RoleRack].DownloadImage(ctx, "lost", "", 0); statusOf(err) != http.StatusNotFound {
+		t.Fatalf("download of a row without its file: %v, want 404", err)
+	}
+	if _, err := c[api.RoleAdmin].UploadImage(ctx, up, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c[api.RoleRack].DownloadImage(ctx, "lost", "", 0)
+	if err != nil {
+		t.Fatalf("download after the upload again: %v", err)
+	}
+	defer s.Body.Close()
+	if got, _ := io.ReadAll(s.Body); !bytes.Equal(got, data) {
+		t.Errorf("restored bytes %q", got)
+	}
+}

@@ -63,10 +63,14 @@ func (s *Store) CreateImage(ctx context.Context, by Principal, img api.Image, pl
 					old.Name, old.SHA256, old.Arch, old.Format, old.Compression)
 			}
 			out = old
-			return nil
 		}
+		// Placed again for a retried upload too: a delete whose commit failed after it
+		// removed the file left the row, and this upload restores its bytes.
 		if err := place(); err != nil {
 			return err
+		}
+		if found {
+			return nil
 		}
 		rows, err := tx.Query(ctx, `INSERT INTO images (name, arch, format, compression, sha256, size, uploaded_by)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+imageColumns,
