@@ -10,7 +10,9 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 )
 
-// OS images (region/api/image.go).
+// OS images (region/api/image.go), under api.ImagesPath.
+
+const imagesSegment = "images"
 
 // ImageUpload is what UploadImage sends besides the bytes; empty options take the region's
 // defaults, and a non-empty SHA256 makes the region refuse bytes that do not hash to it.
@@ -30,7 +32,7 @@ func (c *Client) UploadImage(ctx context.Context, up ImageUpload, data io.Reader
 		}
 	}
 	body := Upload{ContentType: "application/octet-stream", Data: data, Size: size}
-	return callAt[api.Image](ctx, c, Request{Method: http.MethodPut, Query: q, Body: body}, "images", up.Name)
+	return callAt[api.Image](ctx, c, Request{Method: http.MethodPut, Query: q, Body: body}, imagesSegment, up.Name)
 }
 
 // Images lists the region's images.
@@ -40,12 +42,12 @@ func (c *Client) Images(ctx context.Context) ([]api.Image, error) {
 
 // Image shows the image called name.
 func (c *Client) Image(ctx context.Context, name string) (api.Image, error) {
-	return callKey[api.Image](ctx, c, http.MethodGet, nil, "images", name)
+	return callKey[api.Image](ctx, c, http.MethodGet, nil, imagesSegment, name)
 }
 
 // DeleteImage deletes the image called name.
 func (c *Client) DeleteImage(ctx context.Context, name string) error {
-	path, err := keyPath("images", name)
+	path, err := keyPath(imagesSegment, name)
 	if err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func (c *Client) DeleteImage(ctx context.Context, name string) error {
 // has other bytes now, the answer is the whole new image from 0, Stream.StatusCode 200
 // instead of 206, and its header api.HeaderImageSHA256 names the new hash.
 func (c *Client) DownloadImage(ctx context.Context, name, sha string, offset int64) (Stream, error) {
-	path, err := keyPath("images", name, "data")
+	path, err := keyPath(imagesSegment, name, "data")
 	if err != nil {
 		return Stream{}, err
 	}

@@ -93,12 +93,13 @@ func (s *Server) uploadImage(w http.ResponseWriter, r *http.Request, c *call) er
 		Compression: option(api.ImageParamCompression, api.ImageCompressions),
 		SHA256:      q.Get(api.ImageParamSHA256),
 	}
-	probe := img
-	if probe.SHA256 == "" {
-		probe.SHA256 = fmt.Sprintf("%064x", 0) // checked against the body below
-	}
-	if err := store.ValidImage(probe); err != nil {
+	if err := store.ValidImageOptions(img); err != nil {
 		return err
+	}
+	if img.SHA256 != "" {
+		if err := api.ValidSHA256(img.SHA256); err != nil {
+			return errorf(http.StatusUnprocessableEntity, "%v", err)
+		}
 	}
 	max := s.cfg.ImageMaxBytes
 	if r.ContentLength > max {

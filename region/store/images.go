@@ -26,18 +26,29 @@ func scanImage(row pgx.CollectableRow) (api.Image, error) {
 	return img, err
 }
 
-// ValidImage says why img's name, arch, format, compression or hash cannot be stored.
-func ValidImage(img api.Image) error {
+// ValidImageOptions says why img's name, arch, format or compression cannot be stored: what
+// an upload is checked for before its bytes are read.
+func ValidImageOptions(img api.Image) error {
 	for _, err := range []error{
 		api.ValidImageName(img.Name),
 		api.ValidImageOption("arch", img.Arch, api.ImageArches),
 		api.ValidImageOption("format", img.Format, api.ImageFormats),
 		api.ValidImageOption("compression", img.Compression, api.ImageCompressions),
-		api.ValidSHA256(img.SHA256),
 	} {
 		if err != nil {
 			return invalidf("%v", err)
 		}
+	}
+	return nil
+}
+
+// ValidImage is ValidImageOptions and the hash.
+func ValidImage(img api.Image) error {
+	if err := ValidImageOptions(img); err != nil {
+		return err
+	}
+	if err := api.ValidSHA256(img.SHA256); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }
