@@ -175,6 +175,10 @@ func (c *Cache) Open(ctx context.Context, name string) (*Handle, error) {
 			e.used = time.Now()
 			c.mu.Unlock()
 			f, err := os.Open(c.blobPath(img.SHA256))
+			if errors.Is(err, os.ErrNotExist) {
+				c.forget(img.SHA256) // removed behind the cache's back: fetch it again
+				continue
+			}
 			if err != nil {
 				c.release(img.SHA256)
 				return nil, fmt.Errorf("open cached image %s: %w", name, err)
@@ -422,6 +426,17 @@ func (c *Cache) release(sha string) {
 	// The file's time is its place in the eviction order when the rack starts again.
 	if e != nil {
 		_ = os.Chtimes(c.blobPath(sha), now, now) // evicted meanwhile: nothing to order
+	}
+}
+
+// forget drops the entry of a cached file that is gone. Handles still open read the
+// unlinked file through their descriptors; their Close finds no entry to release.
+func (c *Cache) forget(sha string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[sha]; e != nil && e.fetch == nil {
+		c.total -= e.size
+		delete(c.entries, sha)
 	}
 }
 

@@ -376,3 +376,17 @@ func TestSilentRegionIsRetriedAfterTheStallTimeout(t *testing.T) {
 		t.Errorf("%d downloads, bytes equal %v", r.downloads.Load(), bytes.Equal(got, data))
 	}
 }
+
+// A cached file removed behind the cache's back is fetched again, not refused forever.
+func TestRemovedCacheFileIsFetchedAgain(t *testing.T) {
+	data := pattern(16 << 10)
+	r, src := newRegion(t, map[string][]byte{"deb": data})
+	c, dir := openCache(t, src, 1<<20)
+	readImage(t, c, "deb")
+	if err := os.Remove(filepath.Join(dir, "sha256", sum(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got := readImage(t, c, "deb"); !bytes.Equal(got, data) || r.downloads.Load() != 2 || c.Used() != int64(len(data)) {
+		t.Errorf("after the file was removed: %d downloads, Used %d", r.downloads.Load(), c.Used())
+	}
+}
