@@ -260,7 +260,9 @@ func (s *Stack) startRegion(ctx, runCtx context.Context, name string, port int) 
 	}
 	url := "http://" + ln.Addr().String()
 	r := &Region{Name: name, URL: url, Store: st}
-	r.srv = server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, Logger: s.log.With("region", name)})
+	// Each region keeps its OS images in the state dir, so `images upload` works on the stack.
+	images := filepath.Join(s.StateDir, name, "images")
+	r.srv = server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, ImagesDir: images, Logger: s.log.With("region", name)})
 	s.Regions[name] = r
 	s.group.Go(func() error {
 		<-runCtx.Done()

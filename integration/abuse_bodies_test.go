@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,17 @@ func abuseBodies(t *testing.T, s *abuseStack) {
 		decodeAnswer(t, s.call(t, operator, "GET", path, nil), &m)
 		if m.Secret != s.machineA.Secret {
 			t.Errorf("an operator reads secret %q, want the machine's", m.Secret)
+		}
+	})
+	t.Run("an image upload whose bytes do not hash to its SHA-256 stores nothing", func(t *testing.T) {
+		data := []byte("not the claimed image")
+		_, err := s.admin.UploadImage(context.Background(), regionclient.ImageUpload{Name: "claimed", SHA256: strings.Repeat("ab", 32)}, bytes.NewReader(data), int64(len(data)))
+		var apiErr *regionclient.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnprocessableEntity {
+			t.Fatalf("mismatching upload: %v, want 422", err)
+		}
+		if a := s.call(t, readonly, "GET", "/api/v1/images/claimed", nil); a.code != http.StatusNotFound {
+			t.Errorf("the refused image is shown: %d %s", a.code, a.body)
 		}
 	})
 	t.Run("a rack token registers only its own rack", func(t *testing.T) {

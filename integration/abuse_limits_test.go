@@ -34,6 +34,9 @@ var abuseBodyExceptions = map[string]int{
 	"POST /api/v1/machines/{key}/activate":          404,
 	// Sent as JSON, it is refused by its content type before its body (a DNS message) is read.
 	"POST /api/v1/dns-query": 415,
+	// An image's bytes are bounded by the region's image limit (--images-max-size), not by
+	// the body limit; sent as JSON, the upload is refused by its content type first.
+	"PUT /api/v1/images/{name}": 415,
 }
 
 // abuseLimits checks the region's limits: bodies above the limit, slow clients, large

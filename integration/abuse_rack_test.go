@@ -339,7 +339,11 @@ func abuseHTTPBoot(t *testing.T, s *abuseStack, racks abuseRacks, l rack.Listene
 	if a := callAs(t, "", "GET", r.httpURL+"/ipxe/boot.ipxe", nil); a.code != 200 {
 		t.Errorf("the boot script: %d %s", a.code, a.body)
 	}
-	for _, path := range []string{"/boot/..%2f..%2fetc%2fpasswd", "/boot/%2e%2e/rack.json", "/boot//etc/passwd"} {
+	if a := callAs(t, "", "GET", r.httpURL+api.RackImagePath+"nobody", nil); a.code != 404 {
+		t.Errorf("an image the region lacks: %d %.100s", a.code, a.body)
+	}
+	for _, path := range []string{"/boot/..%2f..%2fetc%2fpasswd", "/boot/%2e%2e/rack.json", "/boot//etc/passwd",
+		api.RackImagePath + "..%2f..%2fetc%2fpasswd", api.RackImagePath + "%2e%2e", api.RackImagePath + ".hidden"} {
 		if a := callAs(t, "", "GET", r.httpURL+path, nil); a.code < 400 || a.code >= 500 {
 			t.Errorf("GET %s outside the boot dir: %d %.100s", path, a.code, a.body)
 		}

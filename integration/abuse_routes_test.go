@@ -96,6 +96,14 @@ var abuseRoutes = map[string]string{
 	// Setting a power driver writes the BMC password: a secret's write.
 	"PUT /api/v1/machines/{key}/power": "U F . . F F F U U U",
 	"POST /api/v1/machines/{key}/run":  "U F . . F F F U U U",
+
+	// OS images: every role but a machine reads the metadata, only admins write (as MAAS
+	// lets only admins manage images), only racks and admins read the bytes.
+	"GET /api/v1/images":             "U . . . . . F U U U",
+	"GET /api/v1/images/{name}":      "U . . . . . F U U U",
+	"PUT /api/v1/images/{name}":      "U F F . F F F U U U",
+	"DELETE /api/v1/images/{name}":   "U F F . F F F U U U",
+	"GET /api/v1/images/{name}/data": "U F F . . . F U U U",
 }
 
 // abuseKinds states who may list (GET of the collection), show (GET of an item) and write

@@ -25,6 +25,7 @@ import (
 	"github.com/ironflow/ironflow/rack/dhcp"
 	"github.com/ironflow/ironflow/rack/dns"
 	"github.com/ironflow/ironflow/rack/httpboot"
+	"github.com/ironflow/ironflow/rack/imagecache"
 	"github.com/ironflow/ironflow/rack/leases"
 	"github.com/ironflow/ironflow/rack/pods"
 	"github.com/ironflow/ironflow/rack/proxy"
@@ -63,6 +64,10 @@ type Options struct {
 	BootDir       string // served by TFTP and HTTP
 	IPXEDir       string // iPXE images installed into BootDir where it has none (default bootfs.DebianIPXEDir)
 	Discovery     httpboot.Boot
+	// ImageCacheDir caches the region's images that HTTP boot serves (default: images in
+	// StateDir); ImageCacheBytes bounds it (default DefaultImageCacheBytes).
+	ImageCacheDir   string
+	ImageCacheBytes int64
 	// RouterAdvertisements answers IPv6 router solicitations on DHCPInterfaces with an
 	// advertisement of nothing (rack/ra), so iPXE boots without waiting ~17 s for IPv6.
 	RouterAdvertisements bool
@@ -115,7 +120,8 @@ type process struct {
 	auth       *rackAuth
 	ctrl       *controller
 	uploader   *leases.Uploader
-	bootDir    *bootfs.Dir // nil when the rack serves neither TFTP nor HTTP boot
+	bootDir    *bootfs.Dir       // nil when the rack serves neither TFTP nor HTTP boot
+	images     *imagecache.Cache // nil when the rack serves no HTTP boot
 	pods       pods.Dialer
 	services   []func(context.Context) error // the servers, sockets open
 	syslogAddr netip.AddrPort                // where the syslog receiver listens, when it does
@@ -148,6 +154,7 @@ func open(o Options) (_ *process, err error) {
 		p.openLeaseSync,
 		p.openBootDir,
 		p.openTFTP,
+		p.openImages,
 		p.openHTTPBoot,
 		p.openDNSListeners,
 		p.openProxyListeners,
@@ -309,7 +316,7 @@ func (p *process) openHTTPBoot() error {
 		return nil
 	}
 	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery,
-		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log, ProxyURL: p.proxyURL})
+		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log, ProxyURL: p.proxyURL, Images: p.images, Serves: p.config.Serves})
 	if err != nil {
 		return err
 	}
@@ -459,6 +466,9 @@ func (o *Options) defaults() error {
 	}
 	if o.PodRefreshInterval == 0 {
 		o.PodRefreshInterval = DefaultPodRefreshInterval
+	}
+	if o.ImageCacheBytes <= 0 {
+		o.ImageCacheBytes = DefaultImageCacheBytes
 	}
 	if o.PowerPollInterval == 0 {
 		o.PowerPollInterval = DefaultPowerPollInterval

@@ -57,6 +57,7 @@ type region struct {
 	putJob     func(t *testing.T, j api.Job)
 	putProfile func(t *testing.T, p api.Profile)
 	putRack    func(t *testing.T, r api.Rack)
+	putImage   func(t *testing.T, img api.ImageRef)
 	queueOp    func(t *testing.T, rack string, op api.PendingOperation)
 }
 
@@ -82,6 +83,7 @@ func fakePair(*testing.T) pair {
 			putJob:     func(_ *testing.T, j api.Job) { r.PutJobs(j) },
 			putProfile: func(_ *testing.T, p api.Profile) { r.PutProfiles(p) },
 			putRack:    func(_ *testing.T, rack api.Rack) { r.PutRack(rack, api.RackBundle{}) },
+			putImage:   func(_ *testing.T, img api.ImageRef) { r.PutImages(img) },
 			queueOp: func(t *testing.T, rack string, op api.PendingOperation) {
 				if _, err := r.QueueRackOperation(ctx, rack, op); err != nil {
 					t.Fatal(err)
@@ -141,6 +143,13 @@ func realRegion(t *testing.T, name string) region {
 		},
 		queueOp: func(t *testing.T, rack string, op api.PendingOperation) {
 			if err := st.QueueRackOperation(ctx, admin, rack, &op); err != nil {
+				t.Fatal(err)
+			}
+		},
+		// The metadata is what a move checks; the bytes stay out of the contract.
+		putImage: func(t *testing.T, img api.ImageRef) {
+			meta := api.Image{Name: img.Name, Arch: "amd64", Format: "raw", Compression: "none", SHA256: img.SHA256}
+			if _, _, err := st.CreateImage(ctx, admin, meta, func() error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -398,6 +407,32 @@ var contract = []contractCase{
 		wantStatus(t, "delete of the address holder", p.dst.DeleteMachine(ctx, unknownUUID, ""), 0)
 		_, err = p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b})
 		wantStatus(t, "import with the unspent ticket", err, 0)
+	}},
+	{"a machine deployed with an image moves only to a region holding that image", func(t *testing.T, p pair) {
+		seed(t, p.src)
+		deployed := api.ImageRef{Name: "debian-12", SHA256: strings.Repeat("ab", 32)}
+		b := must[api.Bundle](t, "export")(p.src.Export(ctx, machineUUID))
+		b.Machine.Image = &deployed
+		p.dst.putImage(t, api.ImageRef{Name: deployed.Name, SHA256: strings.Repeat("cd", 32)}) // the name, other bytes
+		ticket := must[api.Ticket](t, "mint")(p.dst.MintTicket(ctx, api.TicketRequest{}))
+		_, err := p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b})
+		wantStatus(t, "an import lacking the machine's image", err, http.StatusConflict)
+		if err == nil || !strings.Contains(err.Error(), "deployed with image debian-12") {
+			t.Errorf("the refusal does not name the image: %v", err)
+		}
+		rb := api.RackBundle{Rack: rackA(), Machines: []api.RackMachine{{Uuid: machineUUID, Name: "birdy", HardwareAddrs: []string{}, Image: &deployed}}}
+		check := must[api.TransferCheck](t, "check")(p.dst.rack.CheckRackImport(ctx, rb))
+		if len(check.Conflicts) != 1 || !strings.Contains(check.Conflicts[0], "deployed with image debian-12") {
+			t.Errorf("rack import check lacking the image: %q", check.Conflicts)
+		}
+		p.dst.putImage(t, api.ImageRef{Name: "debian-12-new", SHA256: deployed.SHA256})
+		deployed.Name = "debian-12-new"
+		if check := must[api.TransferCheck](t, "check")(p.dst.rack.CheckRackImport(ctx, rb)); len(check.Conflicts) != 0 {
+			t.Errorf("rack import check holding the image: %q", check.Conflicts)
+		}
+		b.Machine.Image = &deployed
+		_, err = p.dst.Import(ctx, api.ImportRequest{Ticket: ticket.Token, Bundle: b})
+		wantStatus(t, "an import holding the machine's image", err, 0)
 	}},
 	{"activate makes the copy live and closes its ticket", func(t *testing.T, p pair) {
 		ticket := copied(t, p)

@@ -26,6 +26,7 @@ type Region struct {
 	machines  map[string]api.Machine // by UUID
 	jobs      map[string]api.Job     // by UUID
 	profiles  map[string]api.Profile // by Name
+	images    map[string]string      // OS images' SHA-256 by name
 	snapshots map[string]snapshot    // by machine UUID, taken at quiesce
 	tickets   map[string]*ticket     // by token
 	minted    int                    // tickets minted so far
@@ -86,6 +87,7 @@ func New(name, url string, journal *Journal) *Region {
 		machines:  map[string]api.Machine{},
 		jobs:      map[string]api.Job{},
 		profiles:  map[string]api.Profile{},
+		images:    map[string]string{},
 		snapshots: map[string]snapshot{},
 		tickets:   map[string]*ticket{},
 		racks:     map[string]*rackState{},
@@ -120,6 +122,25 @@ func (r *Region) PutProfiles(profiles ...api.Profile) {
 	for _, p := range profiles {
 		r.profiles[p.Name] = p
 	}
+}
+
+// PutImages stores the metadata of OS images (region/store/images.go): what a move checks.
+func (r *Region) PutImages(images ...api.ImageRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, img := range images {
+		r.images[img.Name] = img.SHA256
+	}
+}
+
+// missingImage says which image a machine moving here is deployed with that this region
+// lacks under that name with that SHA-256, as the store's missingImages.
+func (r *Region) missingImage(machine string, img *api.ImageRef) (string, bool) {
+	if img == nil || r.images[img.Name] == img.SHA256 {
+		return "", false
+	}
+	return fmt.Sprintf("machine %s is deployed with image %s (SHA-256 %s), which this region lacks: upload it here first (ironflow images upload %s FILE)",
+		machine, img.Name, img.SHA256, img.Name), true
 }
 
 // Update changes a stored machine in place (e.g. an agent check-in).

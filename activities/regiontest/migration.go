@@ -231,6 +231,9 @@ func (r *Region) importMachine(req api.ImportRequest, m api.Machine) (api.Machin
 	if holder, ok := r.addressHolder(m); ok {
 		return api.Machine{}, apiErr(http.StatusConflict, "machine %s Address %s is already the address of machine %s (%s)", m.Name, m.Address, holder.Name, holder.Uuid)
 	}
+	if missing, ok := r.missingImage(m.Name, m.Image); ok {
+		return api.Machine{}, apiErr(http.StatusConflict, "%s", missing)
+	}
 	if existing, ok := r.machines[m.Uuid]; ok && !(isStub(existing) && existing.Locked) {
 		earlier := reused || !existing.Runnable && r.openImport(m.Uuid, req.Ticket) != nil
 		if !earlier || existing.Runnable {

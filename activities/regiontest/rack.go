@@ -176,7 +176,7 @@ func (r *Region) ExportRack(_ context.Context, rack string) (api.RackBundle, err
 		b.Rack = s.rack
 		for _, uuid := range slices.Sorted(maps.Keys(r.machines)) {
 			if m := r.machines[uuid]; m.Rack == rack && !isStub(m) {
-				b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs), Address: m.Address})
+				b.Machines = append(b.Machines, api.RackMachine{Uuid: m.Uuid, Name: m.Name, HardwareAddrs: slices.Clone(m.HardwareAddrs), Address: m.Address, Image: m.Image})
 			}
 		}
 		return b, nil
@@ -252,6 +252,9 @@ func (r *Region) rackConflicts(b api.RackBundle) []string {
 	for _, rm := range b.Machines {
 		if holder, ok := r.addressHolder(api.Machine{Uuid: rm.Uuid, Address: rm.Address}); ok && !ours[holder.Uuid] {
 			conflicts = append(conflicts, fmt.Sprintf("Address %s is used by machine %s (%s)", rm.Address, holder.Name, holder.Uuid))
+		}
+		if missing, ok := r.missingImage(rm.Name, rm.Image); ok {
+			conflicts = append(conflicts, missing)
 		}
 	}
 	slices.Sort(conflicts)

@@ -116,6 +116,11 @@ func (e envFlags) int(p *int, name string, def int, usage string) envFlag {
 	return e.bind(name)
 }
 
+func (e envFlags) int64(p *int64, name string, def int64, usage string) envFlag {
+	e.fs.Int64Var(p, name, def, usage)
+	return e.bind(name)
+}
+
 func (e envFlags) duration(p *time.Duration, name string, def time.Duration, usage string) envFlag {
 	e.fs.DurationVar(p, name, def, usage)
 	return e.bind(name)

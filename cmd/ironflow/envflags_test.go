@@ -23,7 +23,7 @@ var daemonFlagEnvs = map[string]map[string]string{
 		"events-max-age": "IRONFLOW_EVENTS_MAX_AGE", "events-max-count": "IRONFLOW_EVENTS_MAX_COUNT",
 		"syslog-max-age": "IRONFLOW_SYSLOG_MAX_AGE", "syslog-max-count": "IRONFLOW_SYSLOG_MAX_COUNT",
 		"admin-token": "IRONFLOW_ADMIN_TOKEN", "rack-secret": "IRONFLOW_RACK_SECRET",
-		"dns-listen": "IRONFLOW_DNS_LISTEN", "dns-transfer-from": "IRONFLOW_DNS_TRANSFER_FROM",
+		"dns-listen": "IRONFLOW_DNS_LISTEN", "images-dir": "IRONFLOW_IMAGES_DIR", "images-max-size": "IRONFLOW_IMAGES_MAX_SIZE", "dns-transfer-from": "IRONFLOW_DNS_TRANSFER_FROM",
 	},
 	"rack register": {
 		"endpoint": "IRONFLOW_ENDPOINT", "token": "IRONFLOW_TOKEN",
@@ -40,7 +40,7 @@ var daemonFlagEnvs = map[string]map[string]string{
 		"router-advertisements": "IRONFLOW_RACK_ROUTER_ADVERTISEMENTS formerly IRONFLOW_ROUTER_ADVERTISEMENTS",
 		"dhcp-relay-listen":     "IRONFLOW_RACK_DHCP_RELAY_LISTEN formerly IRONFLOW_DHCP_RELAY_LISTEN",
 		"server-ip":             "IRONFLOW_RACK_SERVER_IP", "tftp-listen": "IRONFLOW_RACK_TFTP_LISTEN formerly IRONFLOW_TFTP_LISTEN",
-		"dns-listen": "IRONFLOW_RACK_DNS_LISTEN", "proxy-listen": "IRONFLOW_RACK_PROXY_LISTEN", "http-listen": "IRONFLOW_RACK_HTTP_LISTEN formerly IRONFLOW_HTTP_LISTEN",
+		"dns-listen": "IRONFLOW_RACK_DNS_LISTEN", "proxy-listen": "IRONFLOW_RACK_PROXY_LISTEN", "image-cache-dir": "IRONFLOW_RACK_IMAGE_CACHE_DIR", "image-cache-size": "IRONFLOW_RACK_IMAGE_CACHE_SIZE", "http-listen": "IRONFLOW_RACK_HTTP_LISTEN formerly IRONFLOW_HTTP_LISTEN",
 		"syslog-listen":       "IRONFLOW_RACK_SYSLOG_LISTEN formerly IRONFLOW_SYSLOG_LISTEN",
 		"http-boot-url":       "IRONFLOW_RACK_HTTP_BOOT_URL formerly IRONFLOW_HTTP_BOOT_URL",
 		"boot-dir":            "IRONFLOW_RACK_BOOT_DIR formerly IRONFLOW_BOOT_DIR",
@@ -142,7 +142,7 @@ func sampleValues(f *pflag.Flag) (env, flag, bad string) {
 			return "false", "true", "maybe"
 		}
 		return "true", "false", "maybe"
-	case "int":
+	case "int", "int64":
 		return "7", "8", "many"
 	case "duration":
 		return "7s", "8s", "soon"

@@ -57,6 +57,8 @@ type rackServeFlags struct {
 	RegionSecretsFile    string
 	PodSSHKey            string
 	PodRefreshInterval   time.Duration
+	ImageCacheDir        string
+	ImageCacheBytes      int64
 }
 
 func (f *rackServeFlags) declare(fs *pflag.FlagSet) {
@@ -76,6 +78,8 @@ func (f *rackServeFlags) declare(fs *pflag.FlagSet) {
 	e.string(&f.RegionSecretsFile, "region-secrets-file", "", "rack secrets of the regions this rack may move to")
 	e.string(&f.PodSSHKey, "pod-ssh-key", "", "private key file the rack logs in with to its qemu+ssh pods (their host keys are recorded on the pods)")
 	e.duration(&f.PodRefreshInterval, "pod-refresh-interval", rack.DefaultPodRefreshInterval, "how often the rack refreshes the facts of its pods; 0 never (on demand only)")
+	e.string(&f.ImageCacheDir, "image-cache-dir", "", "directory of the rack's cache of the region's OS images (default: images in --state-dir)")
+	e.int64(&f.ImageCacheBytes, "image-cache-size", rack.DefaultImageCacheBytes, "bytes the image cache may hold; the least recently used images not being served are evicted")
 }
 
 func newRackRegisterCommand() *cobra.Command {
@@ -184,6 +188,10 @@ func (f *rackServeFlags) options(cmd *cobra.Command, logger *slog.Logger) (rack.
 		return rack.Options{}, fmt.Errorf("%s %s: want a duration such as 5m, or 0", flagOrigin(cmd, "pod-refresh-interval"), f.PodRefreshInterval)
 	case f.PodRefreshInterval == 0:
 		o.PodRefreshInterval = -1 // the rack's "never"
+	}
+	o.ImageCacheDir, o.ImageCacheBytes = f.ImageCacheDir, f.ImageCacheBytes
+	if f.ImageCacheBytes <= 0 {
+		return rack.Options{}, fmt.Errorf("%s %d: want a positive number of bytes", flagOrigin(cmd, "image-cache-size"), f.ImageCacheBytes)
 	}
 	return o, nil
 }

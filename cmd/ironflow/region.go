@@ -28,6 +28,8 @@ type regionServeFlags struct {
 	EventsMaxCount, SyslogMaxCount         int
 	AdminToken, RackSecret                 string
 	DNSListen, DNSTransferFrom             string
+	ImagesDir                              string
+	ImagesMaxBytes                         int64
 }
 
 func (f *regionServeFlags) declare(fs *pflag.FlagSet) {
@@ -49,6 +51,8 @@ func (f *regionServeFlags) declare(fs *pflag.FlagSet) {
 	e.string(&f.AdminToken, "admin-token", "", "admin token to install at first start (default: mint one and print it once)")
 	e.string(&f.RackSecret, "rack-secret", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)")
 	e.string(&f.DNSListen, "dns-listen", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)")
+	e.string(&f.ImagesDir, "images-dir", "", "directory of the region's OS images, one file per SHA-256 (shared by every process of the region; default: none, uploads refused)")
+	e.int64(&f.ImagesMaxBytes, "images-max-size", server.DefaultImageMaxBytes, "largest image an upload may carry, in bytes")
 	e.string(&f.DNSTransferFrom, "dns-transfer-from", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)")
 }
 
@@ -89,6 +93,7 @@ func (f *regionServeFlags) config(cmd *cobra.Command) (server.Config, error) {
 		{"max-header-bytes", int64(f.MaxHeaderBytes)}, {"max-conns", int64(f.MaxConns)},
 		{"events-max-age", int64(f.EventsMaxAge)}, {"events-max-count", int64(f.EventsMaxCount)},
 		{"syslog-max-age", int64(f.SyslogMaxAge)}, {"syslog-max-count", int64(f.SyslogMaxCount)},
+		{"images-max-size", f.ImagesMaxBytes},
 	} {
 		if c.v < 0 {
 			errs = append(errs, fmt.Errorf("%s: %s is negative", flagOrigin(cmd, c.name), cmd.Flags().Lookup(c.name).Value))
@@ -102,6 +107,7 @@ func (f *regionServeFlags) config(cmd *cobra.Command) (server.Config, error) {
 		AdminToken:  f.AdminToken,
 		RackSecret:  f.RackSecret,
 		DNSListen:   f.DNSListen,
+		ImagesDir:   f.ImagesDir,
 		Version:     version,
 		Limits: server.Limits{
 			ReadTimeout:    f.ReadTimeout,
@@ -112,6 +118,7 @@ func (f *regionServeFlags) config(cmd *cobra.Command) (server.Config, error) {
 		},
 		Retention:       server.Retention{MaxAge: f.EventsMaxAge, MaxCount: f.EventsMaxCount},
 		SyslogRetention: server.Retention{MaxAge: f.SyslogMaxAge, MaxCount: f.SyslogMaxCount},
+		ImageMaxBytes:   f.ImagesMaxBytes,
 	}
 	transferFrom, err := regiondns.ParseTransferFrom(f.DNSTransferFrom)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -50,6 +51,11 @@ type Config struct {
 	// serves none); nil: none.
 	ProxyURL func(host string) string
 	Enlist   EnlistLimits
+	// Images are the region's OS images as the rack caches them (images.go); nil serves none.
+	Images Images
+	// Serves says whether an address is one of the rack's clients, the only ones (with
+	// loopback) that may download images; nil: loopback only.
+	Serves func(netip.Addr) bool
 }
 
 // Limits bound what one client can hold of the server: a connection that sends nothing, a
@@ -135,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST "+api.PathPrefix+"/enlist", s.serveAgentEnlist)
 	mux.HandleFunc("GET "+api.PathPrefix+"/"+api.KindCommissioningScripts, s.serveCommissioningScripts)
 	mux.HandleFunc("GET /boot/{path...}", s.serveAsset)
+	mux.HandleFunc("GET "+api.RackImagePath+"{name}", s.serveImage)
 	proxy := s.newProxy()
 	mux.Handle("/api/v1/agent/", proxy)
 	mux.Handle("/metadata/", proxy)

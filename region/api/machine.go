@@ -67,6 +67,10 @@ type Machine struct {
 
 	// Power is the machine's power driver and last seen power state (region/api/power.go).
 	Power *PowerInfo `json:"Power,omitempty"`
+
+	// Image is the OS image the machine is deployed with (region/api/image.go): a move
+	// refuses a target region that lacks it.
+	Image *ImageRef `json:"Image,omitempty"`
 }
 
 // Meta keys with a meaning to Ironflow.

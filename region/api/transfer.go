@@ -45,10 +45,11 @@ type RackBundle struct {
 
 // RackMachine identifies a machine behind a rack, for the target's conflict check.
 type RackMachine struct {
-	Uuid          string   `json:"Uuid"`
-	Name          string   `json:"Name"`
-	HardwareAddrs []string `json:"HardwareAddrs"`
-	Address       string   `json:"Address,omitempty"` // unique in a region, like the MACs
+	Uuid          string    `json:"Uuid"`
+	Name          string    `json:"Name"`
+	HardwareAddrs []string  `json:"HardwareAddrs"`
+	Address       string    `json:"Address,omitempty"` // unique in a region, like the MACs
+	Image         *ImageRef `json:"Image,omitempty"`   // the image it is deployed with, which the target must hold
 }
 
 // TransferCheck lists what on the target conflicts with a bundle; empty means it can import.

@@ -148,6 +148,14 @@ type Raw struct {
 	Data        []byte
 }
 
+// Upload is a request body streamed from a reader, never held whole: Size bytes (-1 when
+// unknown). It is sent once, so a region link does not fail it over mid-way.
+type Upload struct {
+	ContentType string
+	Data        io.Reader
+	Size        int64
+}
+
 // Answer is a 2xx answer, or a 304 to a conditional request, read whole.
 type Answer struct {
 	StatusCode int
@@ -191,26 +199,72 @@ func (c *Client) send(ctx context.Context, r Request) error {
 // machine's stub), any other answer but 2xx and 304 an *APIError, a 202 to a write a
 // *QueuedError, and an answer longer than r.Limit an error.
 func (c *Client) Do(ctx context.Context, r Request) (Answer, error) {
+	resp, err := c.roundTrip(ctx, r, c.http)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer resp.Body.Close()
+	limit := r.Limit
+	if limit <= 0 {
+		limit = MaxJSONAnswer
+	}
+	data, err := readUpTo(resp.Body, limit)
+	if err != nil {
+		return Answer{}, fmt.Errorf("%s %s: read answer: %w", r.Method, r.Path, err)
+	}
+	return Answer{StatusCode: resp.StatusCode, Header: resp.Header, Body: data}, nil
+}
+
+// Stream is a 2xx answer whose body the caller reads as it arrives, and closes.
+type Stream struct {
+	StatusCode    int
+	Header        http.Header
+	ContentLength int64 // -1 when unknown
+	Body          io.ReadCloser
+}
+
+// DoStream is Do for an answer too large to hold (an image's bytes): the caller reads the
+// body and closes it, and bounds the call with ctx, since the client's timeout of one
+// request does not apply to it.
+func (c *Client) DoStream(ctx context.Context, r Request) (Stream, error) {
+	unbounded := *c.http
+	unbounded.Timeout = 0
+	resp, err := c.roundTrip(ctx, r, &unbounded)
+	if err != nil {
+		return Stream{}, err
+	}
+	return Stream{StatusCode: resp.StatusCode, Header: resp.Header, ContentLength: resp.ContentLength, Body: resp.Body}, nil
+}
+
+// roundTrip sends r through h (or the client's Doer) and returns a 2xx or 304 answer with
+// its body unread; every other answer is its error, its body closed.
+func (c *Client) roundTrip(ctx context.Context, r Request, h *http.Client) (*http.Response, error) {
 	target := c.endpoint + r.Path
 	if len(r.Query) > 0 {
 		target += "?" + r.Query.Encode()
 	}
 	var body io.Reader
 	contentType := ""
+	contentLength := int64(-1)
 	switch in := r.Body.(type) {
 	case nil:
 	case Raw:
 		body, contentType = bytes.NewReader(in.Data), in.ContentType
+	case Upload:
+		body, contentType, contentLength = in.Data, in.ContentType, in.Size
 	default:
 		data, err := json.Marshal(in)
 		if err != nil {
-			return Answer{}, fmt.Errorf("%s %s: encode request: %w", r.Method, r.Path, err)
+			return nil, fmt.Errorf("%s %s: encode request: %w", r.Method, r.Path, err)
 		}
 		body, contentType = bytes.NewReader(data), "application/json"
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, target, body)
 	if err != nil {
-		return Answer{}, fmt.Errorf("%s %s: %w", r.Method, r.Path, err)
+		return nil, fmt.Errorf("%s %s: %w", r.Method, r.Path, err)
+	}
+	if contentLength >= 0 {
+		req.ContentLength = contentLength
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -225,31 +279,24 @@ func (c *Client) Do(ctx context.Context, r Request) (Answer, error) {
 	for name, values := range r.Header {
 		req.Header[http.CanonicalHeaderKey(name)] = values
 	}
-	send := c.http.Do
+	send := h.Do
 	if c.via != nil {
 		send = c.via.Do
 	}
 	resp, err := send(req)
 	if err != nil {
-		return Answer{}, fmt.Errorf("%s %s: %w", r.Method, target, err)
+		return nil, fmt.Errorf("%s %s: %w", r.Method, target, err)
 	}
-	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return Answer{}, decodeFailure(resp)
+		defer resp.Body.Close()
+		return nil, decodeFailure(resp)
 	case resp.StatusCode == http.StatusAccepted && r.Method != http.MethodGet:
-		return Answer{}, decodeQueued(resp)
+		defer resp.Body.Close()
+		return nil, decodeQueued(resp)
 	}
-	limit := r.Limit
-	if limit <= 0 {
-		limit = MaxJSONAnswer
-	}
-	data, err := readUpTo(resp.Body, limit)
-	if err != nil {
-		return Answer{}, fmt.Errorf("%s %s: read answer: %w", r.Method, r.Path, err)
-	}
-	return Answer{StatusCode: resp.StatusCode, Header: resp.Header, Body: data}, nil
+	return resp, nil
 }
 
 // readUpTo reads body whole, refusing one longer than limit bytes.

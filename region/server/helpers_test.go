@@ -32,9 +32,9 @@ type env struct {
 	tokens map[string]string // role -> token
 }
 
-// newEnv starts a server on a fresh database. Tokens exist for every role except machine,
-// whose user is named after a machine (see env.machineToken).
-func newEnv(t testing.TB) *env {
+// newEnv starts a server on a fresh database, its config adjusted by opts. Tokens exist for
+// every role except machine, whose user is named after a machine (see env.machineToken).
+func newEnv(t testing.TB, opts ...func(*server.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	db := pgtest.NewDatabase(t)
@@ -48,7 +48,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatalf("BootstrapAdmin = %v, %v", created, err)
 	}
 	e := &env{t: t, st: st, db: db, tokens: map[string]string{api.RoleAdmin: admin}}
-	e.base = startServer(t, st, "test-region")
+	e.base = startServer(t, st, "test-region", opts...)
 	for _, role := range []string{api.RoleOperator, api.RoleReadonly, api.RoleRack} {
 		e.tokens[role] = e.userToken(role+"-user", role)
 	}

@@ -39,6 +39,8 @@ var permissions = map[string]map[string]grant{
 		resOther:      {read: granted, write: granted},
 		api.KindUsers: {read: denied, write: denied},
 		resRackSecret: {read: denied, write: denied},
+		resImages:     {read: granted, write: denied},
+		resImageData:  {read: denied, write: denied},
 	},
 	api.RoleReadonly: {
 		resOther:           {read: granted, write: denied},
@@ -46,6 +48,7 @@ var permissions = map[string]map[string]grant{
 		resRackSecret:      {read: denied, write: denied},
 		resSecrets:         {read: denied, write: denied},
 		resPowerCredential: {read: denied, write: denied},
+		resImageData:       {read: denied, write: denied},
 	},
 	// A rack writes only through the rack API, which confines it to its own rack; the generic
 	// routes would let it rewrite any rack or lease.
@@ -59,6 +62,8 @@ var permissions = map[string]map[string]grant{
 		resRackTransfer: {read: denied, write: denied},
 		// Its own machines' BMC credentials only (region/store/power.go rackMachine).
 		resPowerCredential: {read: granted, write: denied},
+		// Any image, to serve its machines: images are the region's, not a machine's.
+		resImageData: {read: granted, write: denied},
 	},
 	api.RoleMachine: {
 		resOther:         {read: denied, write: denied},

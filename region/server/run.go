@@ -62,6 +62,10 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("no public URL configured; guessing one, which racks and clients must be able to reach", "url", cfg.PublicURL)
 	}
 	s := New(st, cfg)
+	if s.blobsErr != nil {
+		ln.Close()
+		return fmt.Errorf("region images: %w", s.blobsErr)
+	}
 	id, err := s.identity(ctx)
 	if err != nil {
 		ln.Close()

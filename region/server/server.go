@@ -17,6 +17,7 @@ import (
 	"github.com/ironflow/ironflow/internal/ratelimit"
 	"github.com/ironflow/ironflow/region/api"
 	regiondns "github.com/ironflow/ironflow/region/dns"
+	"github.com/ironflow/ironflow/region/images"
 	"github.com/ironflow/ironflow/region/store"
 	"golang.org/x/sync/errgroup"
 )
@@ -45,6 +46,12 @@ type Config struct {
 	// SyslogRetention is how long machines' syslog messages are kept; zero keeps them all.
 	SyslogRetention Retention
 	Enlist          EnlistLimits // zero fields take the defaults
+	// ImagesDir holds the bytes of the region's OS images (region/images); "" stores none
+	// (uploads and downloads answer 503). Every process of a region needs the same files:
+	// one process, or a directory they share.
+	ImagesDir string
+	// ImageMaxBytes is the largest image an upload may carry; 0 is DefaultImageMaxBytes.
+	ImageMaxBytes int64
 }
 
 const (
@@ -65,6 +72,10 @@ type Server struct {
 	dns      *regiondns.Server
 	// enlistLimit is each caller's budget of enlistment reports (enlist.go).
 	enlistLimit *ratelimit.Keyed[string]
+	// blobs holds the images' bytes (images.go); nil without Config.ImagesDir, or when it
+	// cannot be opened (blobsErr, which Run refuses to start with).
+	blobs    *images.Blobs
+	blobsErr error
 
 	idMu sync.Mutex
 	uuid string // region UUID, fixed once the database has one
@@ -110,6 +121,12 @@ func New(st *store.Store, cfg Config) *Server {
 
 		enlistLimit: newEnlistLimiter(cfg.Enlist),
 	}
+	if s.cfg.ImageMaxBytes <= 0 {
+		s.cfg.ImageMaxBytes = DefaultImageMaxBytes
+	}
+	if cfg.ImagesDir != "" {
+		s.blobs, s.blobsErr = images.Open(cfg.ImagesDir)
+	}
 	s.dns = regiondns.NewServer(st, 0, cfg.Logger)
 	s.routes()
 	return s
@@ -142,6 +159,7 @@ func (s *Server) routes() {
 	s.powerRoutes()
 	s.syslogRoutes()
 	s.enlistRoutes()
+	s.imageRoutes()
 	for _, k := range kinds {
 		coll, item := p+"/"+k.name, p+"/"+k.name+"/{key}"
 		s.handle(route{pattern: "GET " + coll, resource: k.name, ownable: true, h: s.list(k)})

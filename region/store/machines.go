@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 
 	"github.com/jackc/pgx/v5"
@@ -66,6 +67,11 @@ func validateMachine(m *api.Machine) error {
 			return invalidf("machine %s Address %q is not an IP address", m.Name, m.Address)
 		}
 		m.Address = a.String() // one spelling per address, so that addressFree compares text
+	}
+	if m.Image != nil {
+		if err := errors.Join(api.ValidImageName(m.Image.Name), api.ValidSHA256(m.Image.SHA256)); err != nil {
+			return invalidf("machine %s Image: %v", m.Name, err)
+		}
 	}
 	if err := checkPending(m); err != nil {
 		return err

@@ -396,6 +396,9 @@ func (s *Store) Import(ctx context.Context, ticket TicketUse, b api.Bundle, endp
 		if err := importConflicts(ctx, tx, m); err != nil {
 			return err
 		}
+		if err := refuseMissingImages(ctx, tx, m); err != nil {
+			return err
+		}
 		if err := ensurePool(ctx, tx, by, m.Pool); err != nil {
 			return err
 		}

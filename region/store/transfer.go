@@ -175,7 +175,7 @@ func (s *Store) ExportRack(ctx context.Context, rackUUID string) (api.RackBundle
 			return err
 		}
 		for _, m := range machineRows {
-			b.Machines = append(b.Machines, api.RackMachine{Uuid: m.obj.Uuid, Name: m.obj.Name, HardwareAddrs: m.obj.HardwareAddrs, Address: m.obj.Address})
+			b.Machines = append(b.Machines, api.RackMachine{Uuid: m.obj.Uuid, Name: m.obj.Name, HardwareAddrs: m.obj.HardwareAddrs, Address: m.obj.Address, Image: m.obj.Image})
 			poolNames[m.obj.Pool] = true
 		}
 		poolRows, err := pools.selectRows(ctx, tx, rackWhere("name = ANY($1::text[])", keys(poolNames)), "")
@@ -209,7 +209,8 @@ func keys(set map[string]bool) []string {
 
 // CheckRackImport lists what on this region keeps b from being imported: another rack,
 // fabric, subnet (by CIDR) or pod under the same name, or machines holding the Name, a MAC or
-// the Address of a machine behind the rack. Objects with the bundle's own UUIDs are no conflict (an
+// the Address of a machine behind the rack, or an image a machine is deployed with that this
+// region lacks. Objects with the bundle's own UUIDs are no conflict (an
 // earlier attempt imported them).
 func (s *Store) CheckRackImport(ctx context.Context, b api.RackBundle) (api.TransferCheck, error) {
 	var res api.TransferCheck
@@ -225,6 +226,20 @@ func (s *Store) CheckRackImport(ctx context.Context, b api.RackBundle) (api.Tran
 }
 
 func importRackConflicts(ctx context.Context, tx pgx.Tx, b *api.RackBundle) ([]string, error) {
+	clashes, err := importRackClashes(ctx, tx, b)
+	if err != nil {
+		return nil, err
+	}
+	deployed := make([]deployedImage, len(b.Machines))
+	for i, m := range b.Machines {
+		deployed[i] = deployedImage{m.Name, m.Image}
+	}
+	missing, err := missingImages(ctx, tx, deployed)
+	return append(clashes, missing...), err
+}
+
+// importRackClashes lists the objects of this region holding what b's objects need unique.
+func importRackClashes(ctx context.Context, tx pgx.Tx, b *api.RackBundle) ([]string, error) {
 	if err := canonUUID("rack", "Uuid", &b.Rack.Uuid, false); err != nil {
 		return nil, err
 	}
