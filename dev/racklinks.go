@@ -37,15 +37,26 @@ func rackSubnet(i int) netip.Prefix {
 // stacks on other state dirs have names of their own. Interface names stay within the
 // kernel's 15 characters.
 func rackLinkNames(stateDir string, i int) RackLink {
-	sum := sha256.Sum256([]byte(stateDir))
-	id := hex.EncodeToString(sum[:3])
-	ns := fmt.Sprintf("ironflow-dev-%s-%s", id, RackNames[RegionNames[i]])
+	id := stateDirID(stateDir)
+	ns := RackLinkNetnsPrefix(stateDir) + RackNames[RegionNames[i]]
 	gateway := rackSubnet(i).Addr().Next()
 	return RackLink{
 		Netns: ns, Interface: fmt.Sprintf("dv%sr%d", id, i),
 		Address:       netip.PrefixFrom(gateway, rackSubnet(i).Bits()),
 		MachinesNetns: ns + "-machines", MachinesInterface: fmt.Sprintf("dv%sm%d", id, i),
 	}
+}
+
+// stateDirID tells the rack links of stacks on different state dirs apart.
+func stateDirID(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return hex.EncodeToString(sum[:3])
+}
+
+// RackLinkNetnsPrefix begins the name of every network namespace of the rack links of the
+// stack on stateDir (an absolute path), and of no other stack's.
+func RackLinkNetnsPrefix(stateDir string) string {
+	return "ironflow-dev-" + stateDirID(stateDir) + "-"
 }
 
 // rackLinksOff says why this host cannot have rack links, "" when it can: they need root

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/internal/netnstest"
 	"github.com/ironflow/ironflow/internal/testutil"
@@ -100,7 +101,7 @@ func TestDevStopsCleanly(t *testing.T) {
 	if left := stackProcesses(t, -1, stateDir); len(left) > 0 {
 		t.Errorf("processes still using the state dir: %v", left)
 	}
-	if appeared := newNamespaces(namespacesBefore, netnsList(t)); len(appeared) > 0 {
+	if appeared := newNamespaces(namespacesBefore, netnsList(t), dev.RackLinkNetnsPrefix(stateDir)); len(appeared) > 0 {
 		t.Errorf("network namespaces left behind: %q", appeared)
 	}
 
@@ -257,11 +258,13 @@ func alive(pid int) bool {
 
 // newNamespaces lists the namespaces of after (`ip netns list` output) that before lacks,
 // other than those internal/netnstest makes for tests of other packages, which go test runs
-// beside this one: they come and go while the dev stack runs.
-func newNamespaces(before, after string) []string {
+// beside this one, and the rack links of dev stacks on other state dirs than the one whose
+// namespaces begin with own: they come and go while the dev stack runs.
+func newNamespaces(before, after, own string) []string {
 	var out []string
 	for _, name := range namespaceNames(after) {
-		if !slices.Contains(namespaceNames(before), name) && !strings.HasPrefix(name, netnstest.TestPrefix) {
+		otherStack := strings.HasPrefix(name, "ironflow-dev-") && !strings.HasPrefix(name, own)
+		if !slices.Contains(namespaceNames(before), name) && !strings.HasPrefix(name, netnstest.TestPrefix) && !otherStack {
 			out = append(out, name)
 		}
 	}

@@ -166,6 +166,10 @@ func (c *docsCheck) complaint(out string) string {
 // the racks' ports at every start.
 var docsRackURLs = map[string]string{"rack-a": "http://127.0.0.1:44473"}
 
+// docsRackProxies are the racks' HTTP proxy addresses as the docs show them (on the kernel
+// command line of what a rack boots); the stack chooses them at start too.
+var docsRackProxies = map[string]string{"rack-a": "127.0.0.1:44955"}
+
 type docsRunner struct {
 	t     *testing.T
 	dir   string
@@ -185,6 +189,10 @@ func newDocsRunner(t *testing.T, clone string, md *makeDev, addrs dev.StackAddre
 			t.Fatalf("the stack has no rack %s", name)
 		}
 		toDocs, toActual = append(toDocs, rk.HTTPURL, url), append(toActual, url, rk.HTTPURL)
+	}
+	for name, addr := range docsRackProxies {
+		rk := addrs.Racks[name]
+		toDocs, toActual = append(toDocs, rk.Proxy, addr), append(toActual, addr, rk.Proxy)
 	}
 	// The stack's Temporal address replaces the default port the docs leave to the CLIs.
 	return &docsRunner{
