@@ -79,6 +79,7 @@ func newRootCommand() *cobra.Command {
 		newMigrationsCommand(),
 		newAgentCommand(),
 		newCommissioningScriptsCommand(),
+		newImageCommand(),
 	)
 	return root
 }
