@@ -10,12 +10,21 @@ CLI_REFERENCE_UPDATE := IRONFLOW_UPDATE_CLI_REFERENCE
 # Integration tests find the Temporal dev server here.
 export IRONFLOW_TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: all build tools temporal-server test test-unit test-integration lint docs bench bench-moves fuzz dev dev-clean demo clean
+.PHONY: all build image tools temporal-server test test-unit test-integration lint docs bench bench-moves fuzz dev dev-clean demo clean
 
 all: build
 
 build:
 	$(GO) build -o $(IRONFLOW) ./cmd/ironflow
+
+# Ironflow's discovery image, what unknown machines boot to enlist: bin/image/vmlinuz and
+# bin/image/initrd.img, from Debian's kernel and busybox-static (fetched with apt-get download
+# into the user's cache dir, nothing installed) and the static ironflow binary. Reproducible:
+# the same inputs and SOURCE_DATE_EPOCH give the same SHA-256, printed with the sizes.
+IMAGE_DIR := $(CURDIR)/bin/image
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/bin/ironflow-static ./cmd/ironflow
+	$(CURDIR)/bin/ironflow-static image build --out $(IMAGE_DIR) -o table
 
 # The pinned Temporal CLI (dev server + web UI). About 4 minutes the first time.
 tools: $(TEMPORAL)

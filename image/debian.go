@@ -84,7 +84,14 @@ func kernelPackage(ctx context.Context) (string, error) {
 
 // download fetches pkg's candidate .deb into dir unless a file with its SHA-256 is there.
 func download(ctx context.Context, dir, pkg string) (string, error) {
-	out, err := run(ctx, dir, "apt-get", "download", "--print-uris", pkg)
+	// apt-get prints nothing for a package whose file is in its working directory already,
+	// so it is asked in an empty one.
+	empty, err := os.MkdirTemp("", "ironflow-apt-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(empty)
+	out, err := run(ctx, empty, "apt-get", "download", "--print-uris", pkg)
 	if err != nil {
 		return "", err
 	}
