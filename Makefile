@@ -102,8 +102,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseFilter -fuzztime 20s ./region/store/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 20s ./internal/syslogmsg/
 
-dev: build tools
-	$(IRONFLOW) dev
+# The racks serve the discovery image `make image` built (from its cache when nothing changed).
+dev: build tools image
+	IRONFLOW_DEV_DISCOVERY_IMAGE=$(IMAGE_DIR) $(IRONFLOW) dev
 
 # Removes the stopped dev stack's state dir and everything in it (PostgreSQL's data too).
 dev-clean: build

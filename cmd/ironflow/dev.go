@@ -86,6 +86,7 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 				Logger:          logs.logger(logFile),
 				TemporalLogFile: filepath.Join(stateDir, "temporal.log"),
 				Version:         version,
+				DiscoveryImage:  flagOrEnv(cmd, "discovery-image", envDevDiscoveryImage),
 			})
 			if err != nil {
 				return portsHint(err, freePorts)
@@ -108,6 +109,7 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 		},
 	}
 	cmd.Flags().String("state-dir", ".ironflow-dev", "where the stack keeps its state"+envHelp(envDevStateDir))
+	cmd.Flags().String("discovery-image", "", "directory of the discovery image (vmlinuz, initrd.img; make image builds it) to put in each rack's boot dir, so unknown machines boot it to enlist"+envHelp(envDevDiscoveryImage))
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from an empty state dir (and a freshly seeded system)")
 	cmd.Flags().Bool("free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233, for a second stack"+envHelp(envDevFreePorts))
 	cmd.Flags().BoolVar(&teardown, "teardown", false, "remove the state dir of a stopped stack and everything the stack keeps (PostgreSQL's data included), then exit")
@@ -130,6 +132,8 @@ func portsHint(err error, freePorts bool) error {
 const (
 	envDevStateDir  = "IRONFLOW_DEV_STATE_DIR"
 	envDevFreePorts = "IRONFLOW_DEV_FREE_PORTS"
+	// envDevDiscoveryImage is set by `make dev` to the image `make image` built.
+	envDevDiscoveryImage = "IRONFLOW_DEV_DISCOVERY_IMAGE"
 )
 
 // devFlags resolves --state-dir to an absolute path, before any process of the stack (which
