@@ -39,7 +39,7 @@ finish() {
 
 say "discovery image $(cat /etc/ironflow/release), kernel $(uname -r)"
 while read -r m; do
-	insmod "/lib/modules/$(uname -r)/$m" 2>/dev/null || say "module $m did not load"
+	insmod "/lib/modules/$(uname -r)/$m" 2>/dev/null || say "module $m did not load (its hardware is absent?)"
 done </etc/ironflow/modules
 
 # The boot NIC: the one iPXE booted from (BOOTIF=01-aa-bb-..., as pxelinux names it), else
