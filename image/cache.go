@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ironflow/ironflow/internal/atomicfile"
@@ -72,7 +73,8 @@ func BuildFromDebian(ctx context.Context, o DebianOptions) (res Result, cached b
 	// A cache entry that is gone or damaged is built again.
 	if res, err := readResult(store); err == nil {
 		if res, err := copyResult(res, o.Out, false); err == nil {
-			return res, true, nil
+			now := time.Now()
+			return res, true, os.Chtimes(store, now, now) // recently used: kept by pruneImages
 		}
 	}
 	res, err = Build(Options{KernelTree: src.KernelTree, Busybox: src.Busybox, Agent: o.Agent, Modules: o.Modules,
@@ -83,7 +85,36 @@ func BuildFromDebian(ctx context.Context, o DebianOptions) (res Result, cached b
 	if _, err := copyResult(res, store, true); err != nil {
 		return Result{}, false, fmt.Errorf("cache the image: %w", err)
 	}
-	return res, false, nil
+	return res, false, pruneImages(filepath.Dir(store), keptImages)
+}
+
+// keptImages is how many built images the cache keeps: every change of the ironflow binary
+// is a new one, about 25 MB each.
+const keptImages = 4
+
+// pruneImages removes all but the newest keep images of the cache.
+func pruneImages(dir string, keep int) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	type built struct {
+		path string
+		at   time.Time
+	}
+	var images []built
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() {
+			images = append(images, built{filepath.Join(dir, e.Name()), info.ModTime()})
+		}
+	}
+	slices.SortFunc(images, func(a, b built) int { return b.at.Compare(a.at) })
+	for _, old := range images[min(keep, len(images)):] {
+		if err := os.RemoveAll(old.path); err != nil {
+			return fmt.Errorf("prune the image cache: %w", err)
+		}
+	}
+	return nil
 }
 
 const resultFile = "result.json"
