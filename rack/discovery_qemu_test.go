@@ -2,9 +2,11 @@ package rack
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/ironflow/ironflow/image/imagetest"
+	"github.com/ironflow/ironflow/internal/netnstest"
 	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -22,20 +25,23 @@ import (
 const discoveryBootTimeout = 3 * time.Minute
 
 // TestQEMUMachineBootsTheDiscoveryImageAndEnlists: a QEMU machine the region does not know
-// (2 CPUs, 512 MiB, an empty 1 GiB virtio disk) PXE-boots from the rack with QEMU's real
+// (2 CPUs, 512 MiB, an empty 1 GiB virtio disk, a BMC: a real ipmi_sim it reaches in-band
+// through its KCS interface) PXE-boots from the rack with QEMU's real
 // iPXE, chains to the discovery image in the rack's boot dir (discovery/vmlinuz and
 // initrd.img, built by the image package from Debian's kernel), whose init brings up the NIC
 // by DHCP, sends its console to the rack's syslog, enlists with the rack named on its kernel
 // command line, runs the region's commissioning script and powers the machine off. The region
-// then has exactly one machine, Ready, with the VM's MAC, CPU count, memory and disk size,
+// then has exactly one machine, Ready, with the VM's MAC, CPU count, memory and disk size, the
+// BMC's LAN address as the machine read it in-band,
 // the script's output, and the image's console lines in its logs. It logs the times from
 // power-on to each step.
 func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 	const (
-		mac  = "52:54:00:77:00:21"
-		cpus = 2
-		mib  = 512
-		disk = 1 << 30
+		mac     = "52:54:00:77:00:21"
+		cpus    = 2
+		mib     = 512
+		disk    = 1 << 30
+		bmcAddr = "10.77.1.10" // the BMC's LAN address, as its LAN configuration reports it
 	)
 	imagetest.Skip(t)
 	boot := t.TempDir()
@@ -68,8 +74,8 @@ func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 		return netip.MustParsePrefix("10.77.0.0/24").Contains(ackAddr(ack.YourIPAddr))
 	})
 
-	q := bootQEMU(t, v, mac, "-m", "512", "-smp", "2", "-serial", "file:"+console,
-		"-drive", "file="+diskFile+",if=virtio,format=raw")
+	q := bootQEMU(t, v, mac, append([]string{"-m", "512", "-smp", "2", "-serial", "file:" + console,
+		"-drive", "file=" + diskFile + ",if=virtio,format=raw"}, startInbandBMC(t, v, bmcAddr)...)...)
 	// The steps as the console shows them, by the line that marks each.
 	steps := []struct{ what, marker string }{
 		{"kernel running the image's init", "ironflow: discovery image"},
@@ -122,6 +128,9 @@ func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 	if len(inv.Disks) != 1 || inv.Disks[0].SizeBytes != disk {
 		t.Errorf("inventory disks %+v, want one of %d bytes", inv.Disks, disk)
 	}
+	if inv.BMCAddress != bmcAddr {
+		t.Errorf("inventory BMC address %q, want %s (read in-band through /dev/ipmi0)", inv.BMCAddress, bmcAddr)
+	}
 	if len(inv.Interfaces) != 1 || inv.Interfaces[0].MAC != mac {
 		t.Errorf("inventory interfaces %+v, want one with MAC %s", inv.Interfaces, mac)
 	}
@@ -145,4 +154,71 @@ func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// startInbandBMC starts a real OpenIPMI ipmi_sim in the machine's namespace as the machine's
+// BMC, its LAN configuration reporting address lanAddr, and returns the QEMU arguments that
+// connect it to the machine's KCS interface (what the kernel's ipmi_si finds). It skips the
+// test without ipmi_sim (Debian package openipmi).
+func startInbandBMC(t *testing.T, v *vethRack, lanAddr string) []string {
+	t.Helper()
+	bin, err := exec.LookPath("ipmi_sim")
+	if err != nil {
+		t.Skip("skipping: ipmi_sim is not installed (apt-get install openipmi)")
+	}
+	const serialPort = 9002 // in the machine's own namespace, on its loopback
+	netnstest.IP(t, "-n", v.cliNS, "link", "set", "lo", "up")
+	dir := t.TempDir()
+	lanConfig := filepath.Join(dir, "lan-config.sh")
+	// ipmi_sim runs it as `lan-config.sh <device> get <param>...`, one "param:value" line each.
+	writeTestFile(t, lanConfig, 0o755, `#!/bin/sh
+[ "$2" = get ] || exit 0
+shift 2
+for p in "$@"; do
+	case $p in
+	ip_addr) echo ip_addr:`+lanAddr+` ;;
+	ip_addr_src) echo ip_addr_src:static ;;
+	subnet_mask) echo subnet_mask:255.255.255.0 ;;
+	mac_addr) echo mac_addr:02:00:00:77:01:10 ;;
+	default_gw_ip_addr | backup_gw_ip_addr) echo $p:0.0.0.0 ;;
+	default_gw_mac_addr | backup_gw_mac_addr) echo $p:00:00:00:00:00:00 ;;
+	esac
+done
+`)
+	writeTestFile(t, filepath.Join(dir, "lan.conf"), 0o644, fmt.Sprintf(`name "ironflow-vm"
+set_working_mc 0x20
+  startlan 1
+    addr 127.0.0.1 9623
+    priv_limit admin
+    allowed_auths_admin none md2 md5 straight
+    guid a123456789abcdefa123456789abcdef
+    lan_config_program "%s eth0"
+  endlan
+  serial 15 127.0.0.1 %d codec VM
+  user 2 true "ironflow" "bmc-secret-1" admin 10 none md2 md5 straight
+`, lanConfig, serialPort))
+	writeTestFile(t, filepath.Join(dir, "cmds.emu"), 0o644, "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\nmc_enable 0x20\n")
+	out := &lockedBuffer{}
+	cmd := exec.Command("ip", "netns", "exec", v.cliNS, bin, "-c", filepath.Join(dir, "lan.conf"), "-f", filepath.Join(dir, "cmds.emu"), "-n", "-s", filepath.Join(dir, "state"))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start ipmi_sim: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill() // ip netns exec execs ipmi_sim: this PID is ipmi_sim's
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("ipmi_sim output:\n%s", out.String())
+		}
+	})
+	// QEMU connects, and reconnects, to ipmi_sim's VM serial port itself.
+	return []string{"-chardev", fmt.Sprintf("socket,id=ipmi0,host=127.0.0.1,port=%d,reconnect=1", serialPort),
+		"-device", "ipmi-bmc-extern,chardev=ipmi0,id=bmc0", "-device", "isa-ipmi-kcs,bmc=bmc0"}
+}
+
+func writeTestFile(t *testing.T, path string, mode os.FileMode, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), mode); err != nil {
+		t.Fatal(err)
+	}
 }
