@@ -134,9 +134,9 @@ func open(o Options) (_ *process, err error) {
 		p.openLeaseSync,
 		p.openBootDir,
 		p.openTFTP,
+		p.openSyslog, // before HTTP boot, whose discovery scripts name its address
 		p.openHTTPBoot,
 		p.openDNSListeners,
-		p.openSyslog,
 		p.openDHCP,
 		p.openRouterAdvertisements,
 	} {
@@ -293,7 +293,7 @@ func (p *process) openHTTPBoot() error {
 	if p.o.HTTPListen == "" {
 		return nil
 	}
-	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery,
+	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery, Syslog: p.syslogAddr,
 		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log})
 	if err != nil {
 		return err

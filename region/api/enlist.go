@@ -38,6 +38,11 @@ type CommissioningScript struct {
 // command line: its own URL, where `ironflow agent enlist` reports.
 const KernelParamURL = "ironflow.url"
 
+// KernelParamSyslog is the kernel parameter the rack adds to the discovery environment's
+// command line when it receives syslog: its address, HOST:PORT, where the environment sends
+// its console.
+const KernelParamSyslog = "ironflow.syslog"
+
 // Machine statuses set by enlistment.
 const (
 	StatusNew   = "New"   // enlisted, not commissioned yet
