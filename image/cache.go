@@ -39,6 +39,10 @@ func DefaultCacheDir() (string, error) {
 // this package's init) is copied from CacheDir/images/<key of the inputs> instead: a build
 // takes most of a minute on a busy host, a copy a moment. cached says which it was.
 func BuildFromDebian(ctx context.Context, o DebianOptions) (res Result, cached bool, err error) {
+	// Before anything is fetched: a dynamic binary would fail the build after the download.
+	if err := checkStatic(o.Agent); err != nil {
+		return Result{}, false, fmt.Errorf("ironflow binary: %w", err)
+	}
 	var src Sources
 	if o.KernelDeb != "" || o.BusyboxDeb != "" {
 		if o.KernelDeb == "" || o.BusyboxDeb == "" {
