@@ -74,6 +74,11 @@ func BuildFromDebian(ctx context.Context, o DebianOptions) (res Result, cached b
 	}
 	sum := sha256.Sum256(key)
 	store := filepath.Join(o.CacheDir, "images", hex.EncodeToString(sum[:16]))
+	unlock, err := lockCache(o.CacheDir)
+	if err != nil {
+		return Result{}, false, err
+	}
+	defer unlock()
 	// A cache entry that is gone or damaged is built again.
 	if res, err := readResult(store); err == nil {
 		if res, err := copyResult(res, o.Out, false); err == nil {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Debian packages the image is built from: the kernel metapackage (whose one dependency is
@@ -32,6 +33,11 @@ type Sources struct {
 // with apt-get download (once per version: a .deb already there with the archive's SHA-256
 // is kept) and unpacks them there with dpkg-deb -x, installing nothing on this host.
 func FetchDebian(ctx context.Context, cacheDir string) (Sources, error) {
+	unlock, err := lockCache(cacheDir)
+	if err != nil {
+		return Sources{}, err
+	}
+	defer unlock()
 	kernelPkg, err := kernelPackage(ctx)
 	if err != nil {
 		return Sources{}, err
@@ -48,11 +54,38 @@ func FetchDebian(ctx context.Context, cacheDir string) (Sources, error) {
 		}
 		files = append(files, f)
 	}
-	return Unpack(ctx, cacheDir, files[0], files[1])
+	return unpackSources(ctx, cacheDir, files[0], files[1])
 }
 
 // Unpack unpacks a kernel and a busybox-static .deb under cacheDir/trees (once per file name).
 func Unpack(ctx context.Context, cacheDir, kernelDeb, busyboxDeb string) (Sources, error) {
+	unlock, err := lockCache(cacheDir)
+	if err != nil {
+		return Sources{}, err
+	}
+	defer unlock()
+	return unpackSources(ctx, cacheDir, kernelDeb, busyboxDeb)
+}
+
+// lockCache holds cacheDir's lock until unlock: test binaries of several packages and a
+// developer's make image share one cache, and a second writer would see a half-downloaded
+// package or find the tree it unpacks already there.
+func lockCache(cacheDir string) (unlock func(), err error) {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(cacheDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock the image cache %s: %w", cacheDir, err)
+	}
+	return func() { f.Close() }, nil // closing the file releases its lock
+}
+
+func unpackSources(ctx context.Context, cacheDir, kernelDeb, busyboxDeb string) (Sources, error) {
 	s := Sources{Packages: []string{debName(kernelDeb), debName(busyboxDeb)}}
 	var err error
 	if s.KernelTree, err = unpack(ctx, cacheDir, kernelDeb); err != nil {
