@@ -27,23 +27,24 @@ import (
 const discoveryBootTimeout = 3 * time.Minute
 
 // TestQEMUMachineBootsTheDiscoveryImageAndEnlists: a QEMU machine the region does not know
-// (2 CPUs, 512 MiB, an empty 1 GiB virtio disk, a BMC: a real ipmi_sim it reaches in-band
+// (2 CPUs, 512 MiB, an empty 1 GiB virtio disk with a serial, a BMC: a real ipmi_sim it reaches in-band
 // through its KCS interface) PXE-boots from the rack with QEMU's real
 // iPXE, chains to the discovery image in the rack's boot dir (discovery/vmlinuz and
 // initrd.img, built by the image package from Debian's kernel), whose init brings up the NIC
 // by DHCP, sends its console to the rack's syslog, enlists with the rack named on its kernel
 // command line, runs the region's commissioning script and powers the machine off. The region
-// then has exactly one machine, Ready, with the VM's MAC, CPU count, memory and disk size, the
+// then has exactly one machine, Ready, with the VM's MAC, CPU count, memory, disk size and serial, the
 // BMC's LAN address as the machine read it in-band,
 // the script's output, and the image's console lines in its logs. It logs the times from
 // power-on to each step.
 func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 	const (
-		mac     = "52:54:00:77:00:21"
-		cpus    = 2
-		mib     = 512
-		disk    = 1 << 30
-		bmcAddr = "10.77.1.10" // the BMC's LAN address, as its LAN configuration reports it
+		mac        = "52:54:00:77:00:21"
+		cpus       = 2
+		mib        = 512
+		disk       = 1 << 30
+		bmcAddr    = "10.77.1.10" // the BMC's LAN address, as its LAN configuration reports it
+		diskSerial = "ironflow-disk-1"
 	)
 	imagetest.Skip(t)
 	boot := t.TempDir()
@@ -77,7 +78,7 @@ func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 	})
 
 	q := bootQEMU(t, v, mac, append([]string{"-m", "512", "-smp", "2", "-serial", "file:" + console,
-		"-drive", "file=" + diskFile + ",if=virtio,format=raw"}, startInbandBMC(t, v, bmcAddr)...)...)
+		"-drive", "file=" + diskFile + ",if=none,id=disk0,format=raw", "-device", "virtio-blk-pci,drive=disk0,serial=" + diskSerial}, startInbandBMC(t, v, bmcAddr)...)...)
 	// The steps as the console shows them, by the line that marks each.
 	steps := []struct{ what, marker string }{
 		{"kernel running the image's init", "ironflow: discovery image"},
@@ -133,8 +134,8 @@ func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 	if inv.CPU.Count != cpus || inv.MemoryMiB <= mib*8/10 || inv.MemoryMiB > mib {
 		t.Errorf("inventory CPUs %d, memory %d MiB; want %d CPUs and at most %d MiB, less what the firmware keeps", inv.CPU.Count, inv.MemoryMiB, cpus, mib)
 	}
-	if len(inv.Disks) != 1 || inv.Disks[0].SizeBytes != disk {
-		t.Errorf("inventory disks %+v, want one of %d bytes", inv.Disks, disk)
+	if len(inv.Disks) != 1 || inv.Disks[0].SizeBytes != disk || inv.Disks[0].Serial != diskSerial {
+		t.Errorf("inventory disks %+v, want one of %d bytes with serial %s", inv.Disks, disk, diskSerial)
 	}
 	if inv.BMCAddress != bmcAddr {
 		t.Errorf("inventory BMC address %q, want %s (read in-band through /dev/ipmi0)", inv.BMCAddress, bmcAddr)

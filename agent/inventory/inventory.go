@@ -202,9 +202,25 @@ func disks(root string) []api.Disk {
 		if err != nil || sectors <= 0 {
 			continue
 		}
-		out = append(out, api.Disk{Name: clean(name), SizeBytes: sectors * 512, Model: readValue(root, "sys/block", name, "device/model")})
+		out = append(out, api.Disk{Name: clean(name), SizeBytes: sectors * 512, Model: readValue(root, "sys/block", name, "device/model"),
+			Serial: diskSerial(root, name)})
 	}
 	return out
+}
+
+// diskSerial is the disk's serial as its driver shows it: NVMe under device/, virtio disks
+// beside it, SCSI and SATA disks in their unit serial number page (VPD page 0x80: a 4-byte
+// header, then the serial).
+func diskSerial(root, name string) string {
+	for _, f := range []string{"device/serial", "serial"} {
+		if v := readValue(root, "sys/block", name, f); v != "" {
+			return v
+		}
+	}
+	if page, err := os.ReadFile(filepath.Join(root, "sys/block", name, "device/vpd_pg80")); err == nil && len(page) > 4 {
+		return clean(string(page[4:]))
+	}
+	return ""
 }
 
 func hasAnyPrefix(s string, prefixes []string) bool {

@@ -114,6 +114,7 @@ type Disk struct {
 	Name      string `json:"Name"`
 	SizeBytes int64  `json:"SizeBytes"`
 	Model     string `json:"Model"`
+	Serial    string `json:"Serial,omitempty"` // the device's own, where the kernel shows it
 }
 
 // SMBIOS is what /sys/class/dmi/id shows (serial and UUID only when readable, i.e. as root).
