@@ -166,6 +166,10 @@ func (c *docsCheck) complaint(out string) string {
 // the racks' ports at every start.
 var docsRackURLs = map[string]string{"rack-a": "http://127.0.0.1:44473"}
 
+// docsRackSyslog are the racks' syslog addresses as the docs show them (the discovery
+// environment's kernel line names them); chosen at every start too.
+var docsRackSyslog = map[string]string{"rack-a": "127.0.0.1:44514"}
+
 type docsRunner struct {
 	t     *testing.T
 	dir   string
@@ -185,6 +189,9 @@ func newDocsRunner(t *testing.T, clone string, md *makeDev, addrs dev.StackAddre
 			t.Fatalf("the stack has no rack %s", name)
 		}
 		toDocs, toActual = append(toDocs, rk.HTTPURL, url), append(toActual, url, rk.HTTPURL)
+		if syslog, ok := docsRackSyslog[name]; ok {
+			toDocs, toActual = append(toDocs, rk.Syslog, syslog), append(toActual, syslog, rk.Syslog)
+		}
 	}
 	// The stack's Temporal address replaces the default port the docs leave to the CLIs.
 	return &docsRunner{
