@@ -74,6 +74,11 @@ func (s *Stack) startRack(ctx context.Context, region string) error {
 	if err := os.MkdirAll(bootDir, 0o755); err != nil {
 		return fmt.Errorf("%s boot dir: %w", name, err)
 	}
+	if s.discoveryImage != "" {
+		if err := placeDiscoveryImage(s.discoveryImage, bootDir); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	rk := &Rack{
 		Name: name, Region: region, Uuid: st.Uuid, StateDir: stateDir,
 		DHCPRelay: fmt.Sprintf("127.0.0.1:%d", ports[0]),

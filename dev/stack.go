@@ -58,6 +58,9 @@ type StackOptions struct {
 	Logger             *slog.Logger
 	TemporalLogFile    string
 	Version            string // reported by the regions' /api/v1/info
+	// DiscoveryImage is a directory with the discovery image (`make image`), copied into each
+	// rack's boot dir as discovery/vmlinuz and discovery/initrd.img; "": none.
+	DiscoveryImage string
 
 	// StartTemporal starts another Temporal server than the dev server (the Temporal ports
 	// above are then its business), on the stack's PostgreSQL and in its state dir. The stack
@@ -96,22 +99,23 @@ type Stack struct {
 	// over as stored (histories, memos of descriptions).
 	DataConverter converter.DataConverter
 
-	log        *slog.Logger
-	version    string
-	podSSHKey  string
-	podRefresh time.Duration
-	powerPoll  time.Duration
-	rackLinks  bool
-	tempDir    bool
-	lock       *StateLock
-	runCtx     context.Context // ends when Stop is called
-	cancel     context.CancelFunc
-	group      *errgroup.Group
+	log            *slog.Logger
+	version        string
+	podSSHKey      string
+	discoveryImage string
+	podRefresh     time.Duration
+	powerPoll      time.Duration
+	rackLinks      bool
+	tempDir        bool
+	lock           *StateLock
+	runCtx         context.Context // ends when Stop is called
+	cancel         context.CancelFunc
+	group          *errgroup.Group
 }
 
 // StartStack starts everything and returns when every part answers.
 func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, err error) {
-	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version, podSSHKey: opts.PodSSHKey, podRefresh: opts.PodRefreshInterval, powerPoll: opts.PowerPollInterval, rackLinks: opts.RackLinks}
+	s := &Stack{StateDir: opts.StateDir, Regions: map[string]*Region{}, Racks: map[string]*Rack{}, log: opts.Logger, version: opts.Version, podSSHKey: opts.PodSSHKey, podRefresh: opts.PodRefreshInterval, powerPoll: opts.PowerPollInterval, rackLinks: opts.RackLinks, discoveryImage: opts.DiscoveryImage}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

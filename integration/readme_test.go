@@ -170,6 +170,10 @@ var docsRackURLs = map[string]string{"rack-a": "http://127.0.0.1:44473"}
 // command line of what a rack boots); the stack chooses them at start too.
 var docsRackProxies = map[string]string{"rack-a": "127.0.0.1:44955"}
 
+// docsRackSyslog are the racks' syslog addresses as the docs show them (the discovery
+// environment's kernel line names them); chosen at every start too.
+var docsRackSyslog = map[string]string{"rack-a": "127.0.0.1:44514"}
+
 type docsRunner struct {
 	t     *testing.T
 	dir   string
@@ -189,6 +193,9 @@ func newDocsRunner(t *testing.T, clone string, md *makeDev, addrs dev.StackAddre
 			t.Fatalf("the stack has no rack %s", name)
 		}
 		toDocs, toActual = append(toDocs, rk.HTTPURL, url), append(toActual, url, rk.HTTPURL)
+		if syslog, ok := docsRackSyslog[name]; ok {
+			toDocs, toActual = append(toDocs, rk.Syslog, syslog), append(toActual, syslog, rk.Syslog)
+		}
 	}
 	for name, addr := range docsRackProxies {
 		rk := addrs.Racks[name]

@@ -155,10 +155,10 @@ func open(o Options) (_ *process, err error) {
 		p.openBootDir,
 		p.openTFTP,
 		p.openImages,
+		p.openSyslog, // before HTTP boot, whose discovery scripts name its address
 		p.openHTTPBoot,
 		p.openDNSListeners,
 		p.openProxyListeners,
-		p.openSyslog,
 		p.openDHCP,
 		p.openRouterAdvertisements,
 	} {
@@ -315,7 +315,7 @@ func (p *process) openHTTPBoot() error {
 	if p.o.HTTPListen == "" {
 		return nil
 	}
-	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery,
+	srv, err := httpboot.New(httpboot.Config{Dir: p.bootDir, Machines: p.config, Discovery: p.o.Discovery, Syslog: p.syslogAddr,
 		Region: p.link, Enlister: p.ctrl.region, Registry: p.reg, Logger: p.log, ProxyURL: p.proxyURL, Images: p.images, Serves: p.config.Serves})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 // Package inventory gathers the hardware inventory of the running system for enlistment:
 // network interfaces and their MACs, CPU, memory, disks, SMBIOS from /sys/class/dmi/id where
-// readable, and the BMC address from `ipmitool lan print` where ipmitool is installed.
+// readable, and the BMC address from `ipmitool lan print` where ipmitool is installed, else
+// in-band through /dev/ipmi0 (the discovery image has no ipmitool).
 // Everything it reports is cleaned and bounded to what the region accepts (region/api/enlist.go).
 package inventory
 
@@ -20,6 +21,9 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	ipmiclient "github.com/bougou/go-ipmi/pkg/client"
+	"github.com/bougou/go-ipmi/pkg/types"
 
 	"github.com/ironflow/ironflow/region/api"
 )
@@ -57,7 +61,9 @@ func Gather(ctx context.Context, o Options) (api.Inventory, error) {
 	inv.MemoryMiB = memoryMiB(o.Root)
 	inv.Disks = disks(o.Root)
 	inv.SMBIOS = smbios(o.Root)
-	inv.BMCAddress = bmcAddress(ctx, o.IPMITool)
+	if inv.BMCAddress = bmcAddress(ctx, o.IPMITool); inv.BMCAddress == "" {
+		inv.BMCAddress = inbandBMCAddress(ctx, o.Root)
+	}
 	return inv, nil
 }
 
@@ -196,9 +202,25 @@ func disks(root string) []api.Disk {
 		if err != nil || sectors <= 0 {
 			continue
 		}
-		out = append(out, api.Disk{Name: clean(name), SizeBytes: sectors * 512, Model: readValue(root, "sys/block", name, "device/model")})
+		out = append(out, api.Disk{Name: clean(name), SizeBytes: sectors * 512, Model: readValue(root, "sys/block", name, "device/model"),
+			Serial: diskSerial(root, name)})
 	}
 	return out
+}
+
+// diskSerial is the disk's serial as its driver shows it: NVMe under device/, virtio disks
+// beside it, SCSI and SATA disks in their unit serial number page (VPD page 0x80: a 4-byte
+// header, then the serial).
+func diskSerial(root, name string) string {
+	for _, f := range []string{"device/serial", "serial"} {
+		if v := readValue(root, "sys/block", name, f); v != "" {
+			return v
+		}
+	}
+	if page, err := os.ReadFile(filepath.Join(root, "sys/block", name, "device/vpd_pg80")); err == nil && len(page) > 4 {
+		return clean(string(page[4:]))
+	}
+	return ""
 }
 
 func hasAnyPrefix(s string, prefixes []string) bool {
@@ -234,6 +256,38 @@ func bmcAddress(ctx context.Context, tool string) string {
 		return ""
 	}
 	return parseLANPrint(out)
+}
+
+// lanChannels are the IPMI channels a BMC may have its LAN on (1 on most, up to 11).
+const lanChannels = 11
+
+// inbandBMCAddress asks the BMC through this host's own IPMI interface (/dev/ipmi0, from the
+// kernel's ipmi_si and ipmi_devintf) for the IP address of the first LAN channel that has one;
+// "" without the device or an address.
+func inbandBMCAddress(ctx context.Context, root string) string {
+	if _, err := os.Stat(filepath.Join(root, "dev/ipmi0")); err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, ipmiTimeout)
+	defer cancel()
+	c, err := ipmiclient.NewOpenClient()
+	if err != nil {
+		return ""
+	}
+	if err := c.Connect(ctx); err != nil {
+		return ""
+	}
+	defer c.Close(ctx)
+	for ch := uint8(1); ch <= lanChannels && ctx.Err() == nil; ch++ {
+		ip := &types.LanConfigParam_IP{}
+		if err := c.GetLanConfigParamFor(ctx, ch, ip); err != nil {
+			continue // not a LAN channel
+		}
+		if a, ok := netip.AddrFromSlice(ip.IP.To4()); ok && !a.IsUnspecified() {
+			return a.String()
+		}
+	}
+	return ""
 }
 
 // parseLANPrint finds the "IP Address : a.b.c.d" line of `ipmitool lan print`.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,6 +42,12 @@ func TestGatherReadsTheSystem(t *testing.T) {
 		"proc/meminfo":                     "MemTotal:       16318588 kB\nMemFree:  1 kB\n",
 		"sys/block/sda/size":               "1953525168\n",
 		"sys/block/sda/device/model":       "SAMSUNG MZ7LH960\n",
+		"sys/block/sda/device/vpd_pg80":    "\x00\x80\x00\x0e  S4EMNX0R1234\x00",
+		"sys/block/vda/size":               "2097152\n",
+		"sys/block/vda/serial":             "ironflow-disk-1\n",
+		"sys/block/nvme0n1/size":           "4096\n",
+		"sys/block/nvme0n1/device/model":   "Samsung SSD 980\n",
+		"sys/block/nvme0n1/device/serial":  "S649NF0R5678  \n",
 		"sys/block/loop0/size":             "100\n",
 		"sys/block/sr0/size":               "0\n",
 		"sys/class/net/eno1/device/vendor": "0x8086\n",
@@ -70,8 +77,13 @@ func TestGatherReadsTheSystem(t *testing.T) {
 	if inv.CPU.Count != 2 || inv.CPU.Model != "Intel(R) Xeon(R) Gold 6230" || inv.MemoryMiB != 15936 {
 		t.Errorf("CPU %+v, memory %d MiB", inv.CPU, inv.MemoryMiB)
 	}
-	if len(inv.Disks) != 1 || inv.Disks[0] != (api.Disk{Name: "sda", SizeBytes: 1953525168 * 512, Model: "SAMSUNG MZ7LH960"}) {
-		t.Errorf("disks %+v", inv.Disks)
+	wantDisks := []api.Disk{ // as /sys/block lists them
+		{Name: "nvme0n1", SizeBytes: 4096 * 512, Model: "Samsung SSD 980", Serial: "S649NF0R5678"},
+		{Name: "sda", SizeBytes: 1953525168 * 512, Model: "SAMSUNG MZ7LH960", Serial: "S4EMNX0R1234"},
+		{Name: "vda", SizeBytes: 2097152 * 512, Serial: "ironflow-disk-1"},
+	}
+	if !slices.Equal(inv.Disks, wantDisks) {
+		t.Errorf("disks %+v, want %+v", inv.Disks, wantDisks)
 	}
 	s := inv.SMBIOS
 	if s.Manufacturer != "Dell Inc." || s.Serial != "CZ1234" || s.UUID != "4c4c4544-0042-3510-8051-b7c04f4e3732" ||

@@ -76,7 +76,11 @@ func inventoryRows(m api.Machine) [][2]string {
 			rows = append(rows, [2]string{"Interface " + i.Name, strings.TrimSpace(i.MAC + " " + strings.Join(i.Addrs, " "))})
 		}
 		for _, d := range inv.Disks {
-			rows = append(rows, [2]string{"Disk " + d.Name, strings.TrimSpace(fmt.Sprintf("%.1f GiB %s", float64(d.SizeBytes)/(1<<30), d.Model))})
+			value := strings.TrimSpace(fmt.Sprintf("%.1f GiB %s", float64(d.SizeBytes)/(1<<30), d.Model))
+			if d.Serial != "" {
+				value += ", serial " + d.Serial
+			}
+			rows = append(rows, [2]string{"Disk " + d.Name, value})
 		}
 	}
 	for _, c := range e.Commissioning {

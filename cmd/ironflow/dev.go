@@ -89,6 +89,7 @@ dir at a time. --teardown removes a stopped stack's state dir, leaving nothing b
 				Logger:          logs.logger(logFile),
 				TemporalLogFile: filepath.Join(stateDir, "temporal.log"),
 				Version:         version,
+				DiscoveryImage:  flags.DiscoveryImage,
 			})
 			if err != nil {
 				return portsHint(err, freePorts)
@@ -134,12 +135,16 @@ func portsHint(err error, freePorts bool) error {
 type devFlags struct {
 	StateDir  string
 	FreePorts bool
+	// DiscoveryImage is set by `make dev` (IRONFLOW_DEV_DISCOVERY_IMAGE) to the image `make
+	// image` built.
+	DiscoveryImage string
 }
 
 func (f *devFlags) declare(fs *pflag.FlagSet) {
 	e := devScope.on(fs)
 	e.string(&f.StateDir, "state-dir", ".ironflow-dev", "where the stack keeps its state")
 	e.bool(&f.FreePorts, "free-ports", false, "listen on free ports instead of 5240, 5241, 7233 and 8233, for a second stack")
+	e.string(&f.DiscoveryImage, "discovery-image", "", "directory of the discovery image (vmlinuz, initrd.img; make image builds it) to put in each rack's boot dir, so unknown machines boot it to enlist")
 }
 
 // absStateDir is --state-dir as an absolute path, resolved before any process of the stack

@@ -73,7 +73,7 @@ var daemonFlagEnvs = map[string]map[string]string{
 	"dev": {
 		"endpoint": "IRONFLOW_ENDPOINT", "token": "IRONFLOW_TOKEN",
 		"log-level": "IRONFLOW_LOG_LEVEL", "log-format": "IRONFLOW_LOG_FORMAT",
-		"state-dir": "IRONFLOW_DEV_STATE_DIR", "free-ports": "IRONFLOW_DEV_FREE_PORTS",
+		"state-dir": "IRONFLOW_DEV_STATE_DIR", "free-ports": "IRONFLOW_DEV_FREE_PORTS", "discovery-image": "IRONFLOW_DEV_DISCOVERY_IMAGE",
 	},
 }
 

@@ -80,6 +80,7 @@ func newRootCommand() *cobra.Command {
 		newAgentCommand(),
 		newCommissioningScriptsCommand(),
 		newImagesCommand(),
+		newImageCommand(),
 	)
 	return root
 }

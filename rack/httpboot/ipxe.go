@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"text/template"
 	"unicode"
@@ -157,12 +158,21 @@ func bootScriptData(base, what string, mac net.HardwareAddr, boot Boot) machineS
 }
 
 // discoveryScript boots the discovery environment (validated by New), telling it where the
-// rack is (api.KernelParamURL, which `ironflow agent enlist` reads from /proc/cmdline) and
-// its HTTP proxy (withProxy). what is ""
-// inside the enlistment script, whose header is already written.
+// rack is (api.KernelParamURL, which `ironflow agent enlist` reads from /proc/cmdline), which
+// NIC it booted from (BOOTIF, as pxelinux names it), where its console goes
+// (api.KernelParamSyslog, when the rack receives syslog) and its HTTP proxy (withProxy).
+// what is "" inside the enlistment script, whose header is already written.
 func (s *Server) discoveryScript(base string, mac net.HardwareAddr, what string, notes ...string) machineScriptData {
 	boot := s.withProxy(base, s.cfg.Discovery)
-	boot.Cmdline = strings.TrimSpace(boot.Cmdline + " " + api.KernelParamURL + "=" + base)
+	params := []string{boot.Cmdline, api.KernelParamURL + "=" + base, "BOOTIF=01-" + strings.ReplaceAll(mac.String(), ":", "-")}
+	if syslog := s.cfg.Syslog; syslog.IsValid() {
+		host := syslog.Addr().String()
+		if syslog.Addr().IsUnspecified() {
+			host, _, _ = net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+		}
+		params = append(params, api.KernelParamSyslog+"="+net.JoinHostPort(host, strconv.Itoa(int(syslog.Port()))))
+	}
+	boot.Cmdline = strings.TrimSpace(strings.Join(params, " "))
 	data := bootScriptData(base, what, mac, boot)
 	data.Notes = notes
 	return data

@@ -3,6 +3,7 @@ package httpboot
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -45,12 +46,12 @@ func TestIPXEScripts(t *testing.T) {
 		{"unknown enlists", "/ipxe/mac/52-54-00-aa-bb-cc.ipxe", 200, []string{"unknown machine 52:54:00:aa:bb:cc, enlisting",
 			"chain --replace " + base + "/ipxe/enlist?mac=${netX/mac:hexhyp}&uuid=${uuid}&serial=${serial:hexraw}&manufacturer=${manufacturer:hexraw}" +
 				"&product=${product:hexraw}&buildarch=${buildarch:uristring}&platform=${platform:uristring} || goto discovery\n:discovery\n",
-			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + "\n",
+			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + " BOOTIF=01-52-54-00-aa-bb-cc\n",
 			"initrd " + base + "/boot/discovery/initrd.img\n"}},
 		{"enlistment report", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&uuid=4c4c4544-0042-3510-8051-b7c04f4e3732&serial=435a2031323334" +
 			"&manufacturer=44656c6c20496e632e&product=506f77657245646765205236343020&buildarch=x86_64&platform=efi", 200, []string{
 			"# Ironflow: enlisting machine 52:54:00:aa:bb:cc, boot env discovery\n", "echo Ironflow: enlisted as new machine new-1\n",
-			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + "\n"}},
+			"kernel " + base + "/boot/discovery/vmlinuz initrd=initrd.img console=ttyS0 ironflow.mode=enlist ironflow.url=" + base + " BOOTIF=01-52-54-00-aa-bb-cc\n"}},
 		{"enlistment report without a MAC", "/ipxe/enlist?uuid=4c4c4544-0042-3510-8051-b7c04f4e3732", 400, nil},
 		{"enlistment report, unknown parameter", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&x=1", 400, nil},
 		{"enlistment report, parameter twice", "/ipxe/enlist?mac=52-54-00-aa-bb-cc&serial=61&serial=62", 400, nil},
@@ -116,6 +117,41 @@ func TestNewValidatesConfig(t *testing.T) {
 			tt.mutate(&cfg)
 			if _, err := New(cfg); (err == nil) != tt.ok {
 				t.Fatalf("New: err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestDiscoveryScriptNamesTheRacksSyslog: the discovery environment is told where the rack
+// receives syslog, at the address the machine reached HTTP boot at when the rack listens on
+// every address, and not at all when the rack receives none.
+func TestDiscoveryScriptNamesTheRacksSyslog(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		syslog netip.AddrPort
+		want   string // the parameter, "" for none
+	}{
+		{"every address", netip.MustParseAddrPort("0.0.0.0:514"), api.KernelParamSyslog + "=127.0.0.1:514"},
+		{"one address", netip.MustParseAddrPort("10.77.0.1:5514"), api.KernelParamSyslog + "=10.77.0.1:5514"},
+		{"no syslog", netip.AddrPort{}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rack := startRackWithConfig(t, func(c *Config) { c.Syslog = tt.syslog }, machines{}, regionlinktest.Start(t, "a").URL)
+			_, body := get(t, rack.url+"/ipxe/mac/52-54-00-aa-bb-cc.ipxe")
+			var kernel string
+			for line := range strings.Lines(string(body)) {
+				if strings.HasPrefix(line, "kernel ") {
+					kernel = line
+				}
+			}
+			got := ""
+			for _, f := range strings.Fields(kernel) {
+				if strings.HasPrefix(f, api.KernelParamSyslog+"=") {
+					got = f
+				}
+			}
+			if got != tt.want {
+				t.Fatalf("kernel line %q names syslog %q, want %q", kernel, got, tt.want)
 			}
 		})
 	}

@@ -40,8 +40,12 @@ type Config struct {
 	Dir       *bootfs.Dir
 	Machines  MachineLookup
 	Discovery Boot // what unknown machines boot: the enlistment/discovery environment
-	Region    Region
-	Enlister  Enlister // forwards unknown machines' reports to the region
+	// Syslog is where the rack receives syslog (zero: it does not), named on the discovery
+	// environment's command line (api.KernelParamSyslog); an unspecified address means the
+	// address the machine reached HTTP boot at.
+	Syslog   netip.AddrPort
+	Region   Region
+	Enlister Enlister // forwards unknown machines' reports to the region
 	// Registry receives the server's metrics and is what /metrics serves, so the rack can
 	// register its other services' metrics there too.
 	Registry *prometheus.Registry

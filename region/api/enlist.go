@@ -43,6 +43,11 @@ const KernelParamURL = "ironflow.url"
 // agent enlist` get as http_proxy and https_proxy.
 const KernelParamProxy = "ironflow.proxy"
 
+// KernelParamSyslog is the kernel parameter the rack adds to the discovery environment's
+// command line when it receives syslog: its address, HOST:PORT, where the environment sends
+// its console.
+const KernelParamSyslog = "ironflow.syslog"
+
 // Machine statuses set by enlistment.
 const (
 	StatusNew   = "New"   // enlisted, not commissioned yet
@@ -114,6 +119,7 @@ type Disk struct {
 	Name      string `json:"Name"`
 	SizeBytes int64  `json:"SizeBytes"`
 	Model     string `json:"Model"`
+	Serial    string `json:"Serial,omitempty"` // the device's own, where the kernel shows it
 }
 
 // SMBIOS is what /sys/class/dmi/id shows (serial and UUID only when readable, i.e. as root).

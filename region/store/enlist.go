@@ -263,6 +263,7 @@ func checkInventory(inv *api.Inventory) error {
 	for i, d := range inv.Disks {
 		fields[fmt.Sprintf("Inventory.Disks[%d].Name", i)] = d.Name
 		fields[fmt.Sprintf("Inventory.Disks[%d].Model", i)] = d.Model
+		fields[fmt.Sprintf("Inventory.Disks[%d].Serial", i)] = d.Serial
 		if d.SizeBytes < 0 {
 			return invalidf("enlistment disk %s has a negative size", d.Name)
 		}

@@ -354,6 +354,8 @@ func TestEnlistRefusesGarbage(t *testing.T) {
 		"control chars": {Boot: &api.BootFacts{MAC: "52:54:00:00:00:01", Product: "a\x1b[2Jb"}},
 		"too long":      {Boot: &api.BootFacts{MAC: "52:54:00:00:00:01", Serial: string(long)}},
 		"bad arch":      {Boot: &api.BootFacts{MAC: "52:54:00:00:00:01", BuildArch: "x86 64; rm"}},
+		"disk serial with control chars": {Inventory: &api.Inventory{Interfaces: []api.NetInterface{{MAC: "52:54:00:00:00:01"}},
+			Disks: []api.Disk{{Name: "sda", Serial: "S4EM\x1b[2J"}}}},
 		"huge output": {Inventory: &api.Inventory{Interfaces: []api.NetInterface{{MAC: "52:54:00:00:00:01"}}},
 			Commissioning: []api.CommissioningResult{{Script: "x", Output: string(make([]byte, api.MaxCommissionOutput+1))}}},
 	} {

@@ -1,0 +1,7 @@
+package image
+
+// For the external tests.
+var (
+	ReadArchive = readArchive
+	ModuleName  = moduleName
+)
