@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,6 +38,8 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"admin-token", "IRONFLOW_ADMIN_TOKEN", "", "admin token to install at first start (default: mint one and print it once)"},
 	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 	{"dns-listen", "IRONFLOW_DNS_LISTEN", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)"},
+	{"ui", "IRONFLOW_UI", "true", "serve the web UI at / on the API's address (false: the API only)"},
+	{"temporal-ui", "IRONFLOW_TEMPORAL_UI", "", "URL of the Temporal web UI, which the web UI links moves to (default: no links)"},
 	{"dns-transfer-from", "IRONFLOW_DNS_TRANSFER_FROM", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)"},
 }
 
@@ -112,6 +115,11 @@ func serveConfig(cmd *cobra.Command) (server.Config, error) {
 		errs = append(errs, fmt.Errorf("--dns-transfer-from: %w", err))
 	}
 	cfg.DNSTransferFrom = transferFrom
+	if cfg.UI, err = strconv.ParseBool(value["ui"]); err != nil {
+		errs = append(errs, fmt.Errorf("--ui %q is not true or false", value["ui"]))
+	}
+	cfg.TemporalUI = value["temporal-ui"]
+	cfg.SecureCookies = strings.HasPrefix(cfg.PublicURL, "https://")
 	return cfg, errors.Join(errs...)
 }
 

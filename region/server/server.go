@@ -18,6 +18,7 @@ import (
 	"github.com/ironflow/ironflow/region/api"
 	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/store"
+	"github.com/ironflow/ironflow/region/ui"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -45,6 +46,11 @@ type Config struct {
 	// SyslogRetention is how long machines' syslog messages are kept; zero keeps them all.
 	SyslogRetention Retention
 	Enlist          EnlistLimits // zero fields take the defaults
+	// UI serves the web UI at / (region/ui); TemporalUI is the Temporal web UI it links moves
+	// to, SecureCookies marks its cookies Secure behind a TLS-terminating proxy.
+	UI            bool
+	TemporalUI    string
+	SecureCookies bool
 }
 
 const (
@@ -60,6 +66,7 @@ type Server struct {
 	mux      *http.ServeMux
 	patterns map[string]bool // registered patterns, to tell the mux's own answers apart
 	table    []route         // every route in registration order (Routes)
+	uiTable  []ui.Route      // the web UI's routes (UIRoutes)
 	metrics  *metrics
 	configs  *configCache
 	dns      *regiondns.Server
@@ -112,6 +119,9 @@ func New(st *store.Store, cfg Config) *Server {
 	}
 	s.dns = regiondns.NewServer(st, 0, cfg.Logger)
 	s.routes()
+	if cfg.UI {
+		s.mountUI()
+	}
 	return s
 }
 
@@ -166,8 +176,11 @@ func (s *Server) handle(rt route) {
 			return
 		}
 		if !rt.public {
-			by, replayed := replayedBy(r.Context())
-			if !replayed {
+			by, known := replayedBy(r.Context())
+			if !known {
+				by, known = signedInAs(r.Context())
+			}
+			if !known {
 				var err error
 				if by, err = s.authenticate(r); err != nil {
 					s.writeError(w, r, err)
