@@ -46,7 +46,7 @@ func (s *Store) CreateUISession(ctx context.Context, token string, ttl time.Dura
 			RETURNING expires_at`, tokenHash(id), tokenHash(token), csrf, ttl.Microseconds()).Scan(&sess.Expires); err != nil {
 			return err
 		}
-		return recordEvent(ctx, tx, by, "ui-sign-in", api.KindUsers, by.User, nil)
+		return recordEvent(ctx, tx, by, "ui-sign-in", api.KindUsers, by.User, map[string]any{"Role": by.Role, "Expires": sess.Expires})
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return UISession{}, classed(ErrUnauthorized, "token was deleted while signing in")
