@@ -18,7 +18,12 @@ func (u *UI) signInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *UI) showSignIn(w http.ResponseWriter, r *http.Request, code int, problem string) {
+	// One value per browser: a second load of the page (a reload, another tab) keeps the
+	// forms it already shows valid.
 	value := rand.Text()
+	if c, err := r.Cookie(signInCookie); err == nil && len(c.Value) == len(value) {
+		value = c.Value
+	}
 	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: value, Path: "/sign-in", HttpOnly: true,
 		Secure: u.secureCookies(r), SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 	u.render(w, r, nil, code, "signin", map[string]any{"CSRF": value, "Next": safeNext(r.FormValue("next")), "Problem": problem})

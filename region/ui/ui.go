@@ -208,7 +208,7 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, s *signedIn, err error
 }
 
 // secure sets the headers every answer of the UI carries: no script or style but the UI's
-// own files, no framing, no referrer, no caching of pages.
+// own files, no framing, no referrer to other sites, no caching of pages.
 func (u *UI) secure(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
@@ -216,7 +216,9 @@ func (u *UI) secure(h http.HandlerFunc) http.Handler {
 			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: with no-referrer browsers send "Origin: null" on the
+		// forms' posts, which the CSRF check refuses as another site's.
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 		if !strings.HasPrefix(r.URL.Path, assetPrefix) {
 			hd.Set("Cache-Control", "no-store")
