@@ -24,8 +24,9 @@ var abuseUIRoutes = map[string]string{
 	"GET /sign-in":       ". . . . . .",
 	"GET /static/{file}": ". . . . . .",
 	// No sign-in form was loaded, so there is no sign-in cookie to match: refused.
-	"POST /sign-in":                   "F F F F F F",
-	"POST /sign-out":                  "U U . . . F",
+	"POST /sign-in": "F F F F F F",
+	// Signed out, a session goes to the sign-in page.
+	"POST /sign-out":                  "U U S S S F",
 	"GET /machines":                   "S S . . . .",
 	"GET /machines/{key}":             "S S . . . .",
 	"GET /machines/{key}/logs/stream": "S S . . . .",
