@@ -417,6 +417,8 @@ func TestServeConfig(t *testing.T) {
 				DNSTransferFrom: regiondns.TransferFrom{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("192.0.2.7/32")}}},
 		{"no zone transfers", map[string]string{"IRONFLOW_DNS_TRANSFER_FROM": "none"}, nil,
 			server.Config{Listen: ":5240", Version: version, UI: true, Limits: limits, Retention: retention, SyslogRetention: syslogRetention, DNSTransferFrom: regiondns.TransferFrom{}}},
+		{"API only", map[string]string{"IRONFLOW_UI": "true", "IRONFLOW_TEMPORAL_UI": "http://temporal:8233"}, []string{"--ui=false"},
+			server.Config{Listen: ":5240", Version: version, TemporalUI: "http://temporal:8233", Limits: limits, Retention: retention, SyslogRetention: syslogRetention}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
