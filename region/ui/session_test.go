@@ -156,3 +156,15 @@ func TestSessionEndsWhenItsTokenExpires(t *testing.T) {
 		return errors.Is(err, store.ErrUnauthorized)
 	})
 }
+
+func TestUIOffServesTheAPIOnly(t *testing.T) {
+	e := newUIEnv(t, func(c *server.Config) { c.UI = false })
+	for _, path := range []string{"/", "/machines", "/sign-in"} {
+		if p := e.browser().get(path); p.code != http.StatusNotFound || !strings.Contains(p.body, `"Error"`) {
+			t.Errorf("GET %s with the UI off: %d %s, want the API's 404", path, p.code, p.body)
+		}
+	}
+	if len(e.srv.UIRoutes()) != 0 {
+		t.Errorf("UI off, yet %d UI routes", len(e.srv.UIRoutes()))
+	}
+}
