@@ -35,6 +35,7 @@ var abuseUIRoutes = map[string]string{
 	"GET /racks":                      "S S . . . .",
 	"GET /pods":                       "S S . . . .",
 	"GET /events":                     "S S . . . .",
+	"GET /session":                    "S S . . . .",
 	"GET /users":                      "S S F F . F",
 }
 

@@ -27,6 +27,7 @@ const (
 const (
 	resEvents = "events"
 	resSyslog = "syslog"
+	resWhoami = "grants" // GET /api/v1/whoami's
 )
 
 func (u *UI) table() []Route {
@@ -47,6 +48,7 @@ func (u *UI) table() []Route {
 		u.signed("GET /pods", api.KindPods, false, u.pods),
 		u.signed("GET /events", resEvents, false, u.events),
 		u.signed("GET /users", api.KindUsers, false, u.users),
+		u.signed("GET "+api.UISessionPath, resWhoami, false, u.whoami),
 	}
 }
 
@@ -277,6 +279,17 @@ func (u *UI) users(w http.ResponseWriter, r *http.Request, s *signedIn) error {
 	}
 	u.render(w, r, s, http.StatusOK, "users", map[string]any{"Users": users})
 	return nil
+}
+
+// whoami answers who the session acts as, as the API's whoami does for a token: the codec
+// endpoint asks it for a browser that signed in here (the Temporal UI's "include credentials").
+func (u *UI) whoami(w http.ResponseWriter, r *http.Request, s *signedIn) error {
+	who, err := s.api.Whoami(r.Context())
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(who)
 }
 
 // funcs are the templates' helpers.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/region/store"
 )
@@ -46,8 +47,8 @@ const defaultSessionTTL = 12 * time.Hour
 
 // Cookie names. A __Host- cookie is Secure, host-only and Path=/, which browsers enforce.
 const (
-	sessionCookie       = "ironflow_session"
-	secureSessionCookie = "__Host-ironflow_session"
+	sessionCookie       = api.UISessionCookie
+	secureSessionCookie = api.UISecureSessionCookie
 	signInCookie        = "ironflow_signin" // the sign-in form's CSRF value (double submit)
 	csrfField           = "csrf"
 )
@@ -143,11 +144,18 @@ func (u *UI) session(r *http.Request) (store.UISession, error) {
 // toSignIn sends a reader to the sign-in page, coming back here after; anything else that
 // lacks a session is refused.
 func (u *UI) toSignIn(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || r.Header.Get("Accept") == "text/event-stream" {
+	if r.Method != http.MethodGet || !acceptsPage(r) {
 		u.fail(w, r, nil, errUnauthorized)
 		return
 	}
 	http.Redirect(w, r, "/sign-in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+}
+
+// acceptsPage says whether r is a navigation that a redirect to the sign-in page helps: not
+// an event stream's reconnect nor a program asking for JSON.
+func acceptsPage(r *http.Request) bool {
+	accept := r.Header.Get("Accept")
+	return !strings.HasPrefix(accept, "text/event-stream") && !strings.HasPrefix(accept, "application/json")
 }
 
 // statusError is an answer of the UI itself.
@@ -202,6 +210,10 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, s *signedIn, err error
 	}
 	if code == http.StatusUnauthorized && r.Method == http.MethodGet && s != nil {
 		u.toSignIn(w, r) // the token died under the session
+		return
+	}
+	if !acceptsPage(r) {
+		http.Error(w, msg, code)
 		return
 	}
 	u.render(w, r, s, code, "error", map[string]any{"Code": code, "Status": http.StatusText(code), "Message": msg})
