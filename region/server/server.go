@@ -51,6 +51,8 @@ type Config struct {
 	UI            bool
 	TemporalUI    string
 	SecureCookies bool
+	// UITransfers lets the UI start and control rack transfers (region/ui/uitemporal); nil: it does not.
+	UITransfers ui.Transfers
 }
 
 const (

@@ -21,6 +21,7 @@ func (s *Server) mountUI() {
 			return client.New("", "", client.WithDoer(inProcess{s: s, by: by}))
 		},
 		May:           func(role, resource string, write bool) bool { return authorize(role, resource, write) == granted },
+		Transfers:     s.cfg.UITransfers,
 		TemporalUI:    s.cfg.TemporalUI,
 		SecureCookies: s.cfg.SecureCookies,
 		Logger:        s.log,

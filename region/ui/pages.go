@@ -27,7 +27,7 @@ const (
 const (
 	resEvents = "events"
 	resSyslog = "syslog"
-	resWhoami = "grants" // GET /api/v1/whoami's
+	resGrants = "grants" // grants, and GET /api/v1/whoami
 )
 
 func (u *UI) table() []Route {
@@ -45,10 +45,14 @@ func (u *UI) table() []Route {
 		u.signed("POST /machines/{key}/lock", api.KindMachines, true, u.setLocked(true)),
 		u.signed("POST /machines/{key}/unlock", api.KindMachines, true, u.setLocked(false)),
 		u.signed("GET /racks", api.KindRacks, false, u.racks),
+		u.signed("GET /racks/{uuid}", api.KindRacks, false, u.rack),
+		u.signed("POST /racks/{uuid}/transfer", resGrants, true, u.startTransfer),
+		u.signed("POST /racks/{uuid}/transfer/pause", resRackTransfer, true, u.controlTransfer(true)),
+		u.signed("POST /racks/{uuid}/transfer/resume", resRackTransfer, true, u.controlTransfer(false)),
 		u.signed("GET /pods", api.KindPods, false, u.pods),
 		u.signed("GET /events", resEvents, false, u.events),
 		u.signed("GET /users", api.KindUsers, false, u.users),
-		u.signed("GET "+api.UISessionPath, resWhoami, false, u.whoami),
+		u.signed("GET "+api.UISessionPath, resGrants, false, u.whoami),
 	}
 }
 
@@ -65,6 +69,11 @@ type view struct {
 
 // render executes page with data inside the layout.
 func (u *UI) render(w http.ResponseWriter, r *http.Request, s *signedIn, code int, page string, data any) {
+	u.renderPart(w, r, s, code, page, "layout.html", data)
+}
+
+// renderPart executes one template of page: the whole page, or a part a page polls.
+func (u *UI) renderPart(w http.ResponseWriter, r *http.Request, s *signedIn, code int, page, part string, data any) {
 	v := view{Title: page, Nav: page, Data: data, Writes: map[string]bool{}}
 	if s != nil {
 		v.User, v.Role, v.CSRF = s.sess.By.User, s.sess.By.Role, s.sess.CSRF
@@ -73,7 +82,7 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, s *signedIn, code in
 		}
 	}
 	var buf bytes.Buffer
-	if err := u.pages[page].Execute(&buf, v); err != nil {
+	if err := u.pages[page].ExecuteTemplate(&buf, part, v); err != nil {
 		u.log.Error("UI template failed", "page", page, "error", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return

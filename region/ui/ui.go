@@ -35,6 +35,9 @@ type Config struct {
 	// May says whether role may read or write resource by the API's permission table; the
 	// UI only uses it to leave out the buttons of actions the API would refuse.
 	May func(role, resource string, write bool) bool
+	// Transfers starts and controls rack transfers; nil: the UI shows them, if at all, only
+	// through links to the Temporal UI.
+	Transfers Transfers
 	// TemporalUI is the base URL of the Temporal web UI for links to moves; "" shows none.
 	TemporalUI string
 	// SecureCookies marks cookies Secure even on plain HTTP (a TLS-terminating proxy in front).
