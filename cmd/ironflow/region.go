@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/region/api"
 	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/server"
+	"github.com/ironflow/ironflow/region/ui/uitemporal"
 )
 
 func newRegionCommand() *cobra.Command {
@@ -39,6 +41,7 @@ var serveFlags = []struct{ name, env, def, usage string }{
 	{"rack-secret", "IRONFLOW_RACK_SECRET", "", "secret racks register with (default: mint one, shown by: ironflow racks secret)"},
 	{"dns-listen", "IRONFLOW_DNS_LISTEN", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)"},
 	{"ui", "IRONFLOW_UI", "true", "serve the web UI at / on the API's address (false: the API only)"},
+	{"ui-transfers", "IRONFLOW_UI_TRANSFERS", "false", "let the web UI start, pause and resume rack transfers through Temporal (the --temporal-address, --namespace and --payload-keys of the workers)"},
 	{"temporal-ui", "IRONFLOW_TEMPORAL_UI", "", "URL of the Temporal web UI, which the web UI links moves to (default: no links)"},
 	{"dns-transfer-from", "IRONFLOW_DNS_TRANSFER_FROM", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)"},
 }
@@ -60,9 +63,27 @@ func newRegionServeCommand() *cobra.Command {
 				return err
 			}
 			cfg.AdminTokenOut = cmd.OutOrStdout() // the token, printed once, is the command's output
+			transfers, err := strconv.ParseBool(flagOrEnv(cmd, "ui-transfers", "IRONFLOW_UI_TRANSFERS"))
+			if err != nil {
+				return fmt.Errorf("--ui-transfers: %w", err)
+			}
+			if transfers && cfg.UI {
+				// Lazy: the region serves while Temporal is down; the rack page says so.
+				opts, err := temporalOptions(cmd, cfg.Logger)
+				if err != nil {
+					return err
+				}
+				tc, err := client.NewLazyClient(opts)
+				if err != nil {
+					return fmt.Errorf("Temporal client for the web UI: %w", err)
+				}
+				defer tc.Close()
+				cfg.UITransfers = uitemporal.New(tc)
+			}
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
+	addTemporalFlags(c)
 	for _, f := range serveFlags {
 		c.Flags().String(f.name, f.def, f.usage+envHelp(f.env))
 	}
