@@ -204,8 +204,8 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, s *signedIn, err error
 		code, msg = http.StatusAccepted, "The rack is paused for a transfer: the change is queued and applies when the pause ends."
 	case errors.As(err, &se):
 		code, msg = se.code, se.msg
-	case errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500:
-		code, msg = ae.StatusCode, ae.Message
+	case errors.As(err, &ae) && ae.StatusCode >= 400 && !ae.Foreign:
+		code, msg = ae.StatusCode, ae.Message // the API's own words, for the user
 	case errors.Is(r.Context().Err(), context.Canceled):
 		return
 	default:

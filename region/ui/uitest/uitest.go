@@ -75,12 +75,25 @@ func (c *Chrome) Tab() context.Context {
 	return ctx
 }
 
-// Do runs actions, failing the test with what.
+// Do runs actions, failing the test with what and the text of the page it stopped on.
 func Do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("%s: %v\n%s", what, err, pageText(ctx))
 	}
+}
+
+// pageText is where the tab is and the start of its text, for a failure's message.
+func pageText(ctx context.Context) string {
+	// ctx may be the one that timed out: the tab stays open until the test ends.
+	tab, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	at, _ := chromedp.Run(tab, chromedp.Location())
+	text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
+	if err != nil {
+		return "the page cannot be read: " + err.Error()
+	}
+	return "page " + at + ":\n" + text[:min(len(text), 2000)]
 }
 
 // SignIn signs in through the sign-in page's form, as a person would.
