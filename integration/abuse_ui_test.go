@@ -26,17 +26,21 @@ var abuseUIRoutes = map[string]string{
 	// No sign-in form was loaded, so there is no sign-in cookie to match: refused.
 	"POST /sign-in": "F F F F F F",
 	// Signed out, a session goes to the sign-in page.
-	"POST /sign-out":                  "U U S S S F",
-	"GET /machines":                   "S S . . . .",
-	"GET /machines/{key}":             "S S . . . .",
-	"GET /machines/{key}/logs/stream": "S S . . . .",
-	"POST /machines/{key}/lock":       "U U F . . F",
-	"POST /machines/{key}/unlock":     "U U F . . F",
-	"GET /racks":                      "S S . . . .",
-	"GET /pods":                       "S S . . . .",
-	"GET /events":                     "S S . . . .",
-	"GET /session":                    "S S . . . .",
-	"GET /users":                      "S S F F . F",
+	"POST /sign-out":                     "U U S S S F",
+	"GET /machines":                      "S S . . . .",
+	"GET /machines/{key}":                "S S . . . .",
+	"GET /machines/{key}/logs/stream":    "S S . . . .",
+	"POST /machines/{key}/lock":          "U U F . . F",
+	"POST /machines/{key}/unlock":        "U U F . . F",
+	"GET /racks":                         "S S . . . .",
+	"GET /racks/{uuid}":                  "S S . . . .",
+	"POST /racks/{uuid}/transfer":        "U U F . . F",
+	"POST /racks/{uuid}/transfer/pause":  "U U F . . F",
+	"POST /racks/{uuid}/transfer/resume": "U U F . . F",
+	"GET /pods":                          "S S . . . .",
+	"GET /events":                        "S S . . . .",
+	"GET /session":                       "S S . . . .",
+	"GET /users":                         "S S F F . F",
 }
 
 var abuseUICallers = []string{"anonymous", "admin-bearer", "readonly", "operator", "admin", "operator-without-csrf"}
@@ -72,7 +76,7 @@ func abuseUI(t *testing.T, s *abuseStack) {
 	}) {
 		t.Run(pattern, func(t *testing.T) {
 			method, path, _ := strings.Cut(pattern, " ")
-			path = strings.NewReplacer("{$}", "", "{key}", abuseMissing, "{file}", "missing.css").Replace(path)
+			path = strings.NewReplacer("{$}", "", "{key}", abuseMissing, "{uuid}", abuseMissing, "{file}", "missing.css").Replace(path)
 			if strings.HasSuffix(path, "/stream") {
 				path += "?after=0"
 			}

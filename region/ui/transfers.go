@@ -80,8 +80,12 @@ func (u *UI) rack(w http.ResponseWriter, r *http.Request, s *signedIn) error {
 }
 
 // startTransfer has the source region issue a rack grant to the session's principal (the
-// API refuses one to a readonly user) and starts the transfer under it.
+// API refuses one to a readonly user, and so does the UI before it asks) and starts the
+// transfer under it.
 func (u *UI) startTransfer(w http.ResponseWriter, r *http.Request, s *signedIn) error {
+	if !u.cfg.May(s.sess.By.Role, resGrants, true) {
+		return &statusError{http.StatusForbidden, "role " + s.sess.By.Role + " may not start rack transfers"}
+	}
 	if u.cfg.Transfers == nil {
 		return &statusError{http.StatusNotFound, "this region's UI does not start transfers"}
 	}
@@ -116,11 +120,11 @@ func (u *UI) startTransfer(w http.ResponseWriter, r *http.Request, s *signedIn) 
 // transfers, audited as the session's user.
 func (u *UI) controlTransfer(pause bool) page {
 	return func(w http.ResponseWriter, r *http.Request, s *signedIn) error {
-		if u.cfg.Transfers == nil {
-			return &statusError{http.StatusNotFound, "this region's UI does not control transfers"}
-		}
 		if !u.cfg.May(s.sess.By.Role, resRackTransfer, true) {
 			return &statusError{http.StatusForbidden, "role " + s.sess.By.Role + " may not control rack transfers"}
+		}
+		if u.cfg.Transfers == nil {
+			return &statusError{http.StatusNotFound, "this region's UI does not control transfers"}
 		}
 		uuid := r.PathValue("uuid")
 		control := u.cfg.Transfers.Resume
