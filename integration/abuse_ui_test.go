@@ -37,6 +37,8 @@ var abuseUIRoutes = map[string]string{
 	"POST /racks/{uuid}/transfer":        "U U F . . F",
 	"POST /racks/{uuid}/transfer/pause":  "U U F . . F",
 	"POST /racks/{uuid}/transfer/resume": "U U F . . F",
+	"GET /moves":                         "S S . . . .",
+	"GET /dns":                           "S S . . . .",
 	"GET /pods":                          "S S . . . .",
 	"GET /events":                        "S S . . . .",
 	"GET /session":                       "S S . . . .",

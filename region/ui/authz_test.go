@@ -83,7 +83,7 @@ func TestPagesCarryStrictSecurityHeaders(t *testing.T) {
 	e := newUIEnv(t)
 	b := e.browser()
 	b.mustSignIn(e.tokens[api.RoleAdmin])
-	for _, path := range []string{"/sign-in", "/machines", "/racks", "/pods", "/events", "/users"} {
+	for _, path := range []string{"/sign-in", "/machines", "/racks", "/pods", "/events", "/users", "/moves", "/dns"} {
 		p := b.get(path)
 		csp := p.header.Get("Content-Security-Policy")
 		if p.code != http.StatusOK || strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") ||

@@ -51,6 +51,8 @@ func (u *UI) table() []Route {
 		u.signed("POST /racks/{uuid}/transfer/resume", resRackTransfer, true, u.controlTransfer(false)),
 		u.signed("GET /pods", api.KindPods, false, u.pods),
 		u.signed("GET /events", resEvents, false, u.events),
+		u.signed("GET /moves", resEvents, false, u.moves),
+		u.signed("GET /dns", api.KindDNSRecords, false, u.dns),
 		u.signed("GET /users", api.KindUsers, false, u.users),
 		u.signed("GET "+api.UISessionPath, resGrants, false, u.whoami),
 	}
