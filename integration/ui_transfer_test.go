@@ -75,8 +75,8 @@ func TestUITransfersARack(t *testing.T) {
 	uitest.Do(t, tab, "open the rack", chromedp.Navigate(base+"/racks/"+rack.Uuid), chromedp.WaitVisible(chromedp.ID("target")))
 	uitest.Do(t, tab, "start the transfer", chromedp.SendKeys(chromedp.ID("target"), "region-b"), chromedp.Submit(chromedp.ID("target")),
 		chromedp.WaitVisible(chromedp.ID("pause")))
-	uitest.Do(t, tab, "pause it", chromedp.Click(chromedp.ID("pause")), chromedp.WaitVisible(chromedp.ID("resume")),
-		chromedp.WaitVisible(chromedp.ID("transfer-paused")))
+	uitest.Submit(t, tab, "pause it", "#pause")
+	uitest.Do(t, tab, "see it paused", chromedp.WaitVisible(chromedp.ID("resume")), chromedp.WaitVisible(chromedp.ID("transfer-paused")))
 
 	// The job ends as a real one does, by its agent; the transfer then stays paused, moving nothing.
 	agent := client.New(s.Regions["region-a"].URL, "machine:"+machines[0].Uuid+":"+agentSecret)
@@ -99,7 +99,7 @@ func TestUITransfersARack(t *testing.T) {
 	if p := progress(); !p.Paused || p.MachinesDone != 0 || p.MachinesRunning != 0 {
 		t.Fatalf("past its drain, the paused transfer: %+v, want paused with nothing moved", p)
 	}
-	uitest.Do(t, tab, "resume it", chromedp.Click(chromedp.ID("resume")), chromedp.WaitVisible(chromedp.ID("transfer-phase")))
+	uitest.Submit(t, tab, "resume it", "#resume")
 	pollPhase(t, tab, workflows.PhaseCompleted)
 	want := fmt.Sprintf("%d of %d machines moved", len(machines), len(machines))
 	if counts := uitest.Text(t, tab, "#transfer-counts"); !strings.HasPrefix(counts, want) {

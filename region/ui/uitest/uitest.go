@@ -96,6 +96,15 @@ func pageText(ctx context.Context) string {
 	return "page " + at + ":\n" + text[:min(len(text), 2000)]
 }
 
+// Submit clicks the button sel matches and waits for the page its form leads to, so that
+// what runs next never meets the page being replaced.
+func Submit(t *testing.T, ctx context.Context, what, sel string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.WaitEvent(cdppage.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, pageText(ctx))
+	}
+}
+
 // SignIn signs in through the sign-in page's form, as a person would.
 func SignIn(t *testing.T, ctx context.Context, base, token string) {
 	t.Helper()
