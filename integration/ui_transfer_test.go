@@ -77,6 +77,7 @@ func TestUITransfersARack(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("pause")))
 	uitest.Submit(t, tab, "pause it", "#pause")
 	uitest.Do(t, tab, "see it paused", chromedp.WaitVisible(chromedp.ID("resume")), chromedp.WaitVisible(chromedp.ID("transfer-paused")))
+	uitest.Screenshot(t, tab, "rack-transfer")
 
 	// The job ends as a real one does, by its agent; the transfer then stays paused, moving nothing.
 	agent := client.New(s.Regions["region-a"].URL, "machine:"+machines[0].Uuid+":"+agentSecret)
