@@ -249,7 +249,7 @@ func (s *Stack) startRegion(ctx, runCtx context.Context, name string, port int) 
 	}
 	url := "http://" + ln.Addr().String()
 	r := &Region{Name: name, URL: url, Store: st}
-	r.srv = server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, Logger: s.log.With("region", name)})
+	r.srv = server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, Logger: s.log.With("region", name), UI: true})
 	s.Regions[name] = r
 	s.group.Go(func() error {
 		<-runCtx.Done()
