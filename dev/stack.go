@@ -266,7 +266,7 @@ func (s *Stack) startRegion(ctx, runCtx context.Context, name string, port int) 
 	r := &Region{Name: name, URL: url, Store: st}
 	// Each region keeps its OS images in the state dir, so `images upload` works on the stack.
 	images := filepath.Join(s.StateDir, name, "images")
-	r.srv = server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, ImagesDir: images, Logger: s.log.With("region", name)})
+	r.srv = server.New(st, server.Config{Name: name, PublicURL: url, Version: s.version, ImagesDir: images, Logger: s.log.With("region", name), UI: true})
 	s.Regions[name] = r
 	s.group.Go(func() error {
 		<-runCtx.Done()

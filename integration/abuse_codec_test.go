@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ironflow/ironflow/internal/payloadcodec"
 )
@@ -33,6 +36,32 @@ func abuseCodecEndpoint(t *testing.T, s *abuseStack) {
 			case who != admin && strings.Contains(string(a.body), `"payloads":`):
 				t.Errorf("POST %s as %s answered payloads: %s", path, who, a.body)
 			}
+		}
+	}
+	// A browser signed in to the region's UI (the Temporal UI's "include credentials") is
+	// its session's principal: an admin's decodes, any other's or a made-up one does not.
+	for who, want := range map[principal]int{admin: http.StatusOK, operator: http.StatusForbidden, readonly: http.StatusForbidden, anonymous: http.StatusUnauthorized} {
+		cookie := "ironflow_session=made-up"
+		if who != anonymous {
+			sess, err := s.st.CreateUISession(context.Background(), s.tokens[who], time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cookie = "ironflow_session=" + sess.ID
+		}
+		req, err := http.NewRequest(http.MethodPost, endpoint.URL+"/decode", bytes.NewReader(empty))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Cookie", "other=1; "+cookie)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("POST /decode with the UI session of %s: %d, want %d", who, resp.StatusCode, want)
 		}
 	}
 	big := []byte(`{"payloads":[{"data":"` + strings.Repeat("A", payloadcodec.MaxRequestBytes) + `"}]}`)

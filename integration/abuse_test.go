@@ -109,7 +109,7 @@ func startAbuseStack(t *testing.T) *abuseStack {
 	}
 	s := &abuseStack{st: st, url: "http://" + ln.Addr().String(), dns: testutil.FreeDNSAddr(t), secret: "abuse-rack-secret"}
 	s.srv = server.New(st, server.Config{Name: "region-a", PublicURL: s.url, RackSecret: s.secret, Version: "test",
-		DNSListen: s.dns, Logger: abuseLogger(t), Limits: server.Limits{ReadTimeout: abuseSlowClientTimeout}, ImagesDir: t.TempDir(),
+		DNSListen: s.dns, Logger: abuseLogger(t), UI: true, Limits: server.Limits{ReadTimeout: abuseSlowClientTimeout}, ImagesDir: t.TempDir(),
 		// Transfers only to 127.0.0.1, so another loopback address stands in for a network
 		// the operator did not allow.
 		DNSTransferFrom: regiondns.TransferFrom{netip.MustParsePrefix("127.0.0.1/32")}})
@@ -269,6 +269,7 @@ func TestAbuse(t *testing.T) {
 	t.Run("region DNS", func(t *testing.T) { abuseRegionDNS(t, s) })
 	t.Run("rack", func(t *testing.T) { abuseRackListeners(t, s) })
 	t.Run("codec endpoint", func(t *testing.T) { abuseCodecEndpoint(t, s) })
+	t.Run("web UI", func(t *testing.T) { abuseUI(t, s) })
 }
 
 // newUUID is a fresh UUID for an object a check creates.

@@ -23,7 +23,9 @@ var daemonFlagEnvs = map[string]map[string]string{
 		"events-max-age": "IRONFLOW_EVENTS_MAX_AGE", "events-max-count": "IRONFLOW_EVENTS_MAX_COUNT",
 		"syslog-max-age": "IRONFLOW_SYSLOG_MAX_AGE", "syslog-max-count": "IRONFLOW_SYSLOG_MAX_COUNT",
 		"admin-token": "IRONFLOW_ADMIN_TOKEN", "rack-secret": "IRONFLOW_RACK_SECRET",
-		"dns-listen": "IRONFLOW_DNS_LISTEN", "images-dir": "IRONFLOW_IMAGES_DIR", "images-max-size": "IRONFLOW_IMAGES_MAX_SIZE", "dns-transfer-from": "IRONFLOW_DNS_TRANSFER_FROM",
+		"dns-listen": "IRONFLOW_DNS_LISTEN", "temporal-address": "IRONFLOW_TEMPORAL_ADDRESS TEMPORAL_ADDRESS", "namespace": "IRONFLOW_TEMPORAL_NAMESPACE TEMPORAL_NAMESPACE",
+		"temporal-tls": "IRONFLOW_TEMPORAL_TLS TEMPORAL_TLS", "temporal-api-key": "IRONFLOW_TEMPORAL_API_KEY TEMPORAL_API_KEY",
+		"payload-keys": "IRONFLOW_PAYLOAD_KEYS", "ui": "IRONFLOW_UI", "ui-transfers": "IRONFLOW_UI_TRANSFERS", "temporal-ui": "IRONFLOW_TEMPORAL_UI", "images-dir": "IRONFLOW_IMAGES_DIR", "images-max-size": "IRONFLOW_IMAGES_MAX_SIZE", "dns-transfer-from": "IRONFLOW_DNS_TRANSFER_FROM",
 	},
 	"rack register": {
 		"endpoint": "IRONFLOW_ENDPOINT", "token": "IRONFLOW_TOKEN",

@@ -400,25 +400,27 @@ func TestServeConfig(t *testing.T) {
 		args []string
 		want server.Config
 	}{
-		{"defaults", nil, nil, server.Config{Listen: ":5240", Version: version, Limits: limits, Retention: retention, SyslogRetention: syslogRetention, ImageMaxBytes: imageMax}},
+		{"defaults", nil, nil, server.Config{Listen: ":5240", Version: version, UI: true, Limits: limits, Retention: retention, SyslogRetention: syslogRetention, ImageMaxBytes: imageMax}},
 		{"environment", map[string]string{
 			"IRONFLOW_DATABASE_URL": "postgres://env/db", "IRONFLOW_LISTEN": ":6000", "IRONFLOW_REGION_NAME": "drp1",
 			"IRONFLOW_PUBLIC_URL": "https://drp1:8092", "IRONFLOW_ADMIN_TOKEN": "t0k",
 			"IRONFLOW_READ_TIMEOUT": "5s", "IRONFLOW_MAX_CONNS": "10", "IRONFLOW_EVENTS_MAX_AGE": "0s", "IRONFLOW_EVENTS_MAX_COUNT": "50",
 			"IRONFLOW_SYSLOG_MAX_AGE": "24h", "IRONFLOW_SYSLOG_MAX_COUNT": "0",
-		}, nil, server.Config{DatabaseURL: "postgres://env/db", Listen: ":6000", Name: "drp1", PublicURL: "https://drp1:8092", AdminToken: "t0k", Version: version,
+		}, nil, server.Config{DatabaseURL: "postgres://env/db", Listen: ":6000", Name: "drp1", PublicURL: "https://drp1:8092", AdminToken: "t0k", Version: version, UI: true, SecureCookies: true,
 			Limits:    server.Limits{ReadTimeout: 5 * time.Second, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout, MaxHeaderBytes: limits.MaxHeaderBytes, MaxConns: 10},
 			Retention: server.Retention{MaxCount: 50}, SyslogRetention: server.Retention{MaxAge: 24 * time.Hour}, ImageMaxBytes: imageMax}},
 		{"flags win", map[string]string{"IRONFLOW_DATABASE_URL": "postgres://env/db", "IRONFLOW_REGION_NAME": "drp1", "IRONFLOW_IDLE_TIMEOUT": "1s"},
 			[]string{"--database-url", "postgres://flag/db", "--listen", "127.0.0.1:7000", "--name", "drp2", "--public-url", "https://drp2:8092", "--admin-token", "flagtok", "--idle-timeout", "2s", "--syslog-max-count", "5", "--images-dir", "/srv/images", "--images-max-size", "1024"},
-			server.Config{DatabaseURL: "postgres://flag/db", Listen: "127.0.0.1:7000", Name: "drp2", PublicURL: "https://drp2:8092", AdminToken: "flagtok", Version: version,
+			server.Config{DatabaseURL: "postgres://flag/db", Listen: "127.0.0.1:7000", Name: "drp2", PublicURL: "https://drp2:8092", AdminToken: "flagtok", Version: version, UI: true, SecureCookies: true,
 				Limits: server.Limits{ReadTimeout: limits.ReadTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: 2 * time.Second, MaxHeaderBytes: limits.MaxHeaderBytes, MaxConns: limits.MaxConns}, Retention: retention,
 				SyslogRetention: server.Retention{MaxAge: syslogRetention.MaxAge, MaxCount: 5}, ImagesDir: "/srv/images", ImageMaxBytes: 1024}},
 		{"zone transfers", map[string]string{"IRONFLOW_DNS_TRANSFER_FROM": "none"}, []string{"--dns-transfer-from", "10.1.0.0/16, 192.0.2.7"},
-			server.Config{Listen: ":5240", Version: version, Limits: limits, Retention: retention, SyslogRetention: syslogRetention,
+			server.Config{Listen: ":5240", Version: version, UI: true, Limits: limits, Retention: retention, SyslogRetention: syslogRetention,
 				DNSTransferFrom: regiondns.TransferFrom{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("192.0.2.7/32")}, ImageMaxBytes: imageMax}},
 		{"no zone transfers", map[string]string{"IRONFLOW_DNS_TRANSFER_FROM": "none"}, nil,
-			server.Config{Listen: ":5240", Version: version, Limits: limits, Retention: retention, SyslogRetention: syslogRetention, DNSTransferFrom: regiondns.TransferFrom{}, ImageMaxBytes: imageMax}},
+			server.Config{Listen: ":5240", Version: version, UI: true, Limits: limits, Retention: retention, SyslogRetention: syslogRetention, DNSTransferFrom: regiondns.TransferFrom{}, ImageMaxBytes: imageMax}},
+		{"API only", map[string]string{"IRONFLOW_UI": "true", "IRONFLOW_TEMPORAL_UI": "http://temporal:8233"}, []string{"--ui=false"},
+			server.Config{Listen: ":5240", Version: version, TemporalUI: "http://temporal:8233", Limits: limits, Retention: retention, SyslogRetention: syslogRetention, ImageMaxBytes: imageMax}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,14 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/region/api"
 	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/server"
+	"github.com/ironflow/ironflow/region/ui/uitemporal"
 )
 
 func newRegionCommand() *cobra.Command {
@@ -30,6 +33,8 @@ type regionServeFlags struct {
 	DNSListen, DNSTransferFrom             string
 	ImagesDir                              string
 	ImagesMaxBytes                         int64
+	UI, UITransfers                        bool
+	TemporalUI                             string
 }
 
 func (f *regionServeFlags) declare(fs *pflag.FlagSet) {
@@ -53,6 +58,9 @@ func (f *regionServeFlags) declare(fs *pflag.FlagSet) {
 	e.string(&f.DNSListen, "dns-listen", "", "address (host:port) to answer DNS for the region's zones on, UDP and TCP (default: none; racks query over HTTP)")
 	e.string(&f.ImagesDir, "images-dir", "", "directory of the region's OS images, one file per SHA-256 (shared by every process of the region; default: none, uploads refused)")
 	e.int64(&f.ImagesMaxBytes, "images-max-size", server.DefaultImageMaxBytes, "largest image an upload may carry, in bytes")
+	e.bool(&f.UI, "ui", true, "serve the web UI at / on the API's address (false: the API only)")
+	e.bool(&f.UITransfers, "ui-transfers", false, "let the web UI start, pause and resume rack transfers through Temporal (the --temporal-address, --namespace and --payload-keys of the workers)")
+	e.string(&f.TemporalUI, "temporal-ui", "", "URL of the Temporal web UI, which the web UI links moves to (default: no links)")
 	e.string(&f.DNSTransferFrom, "dns-transfer-from", "", "comma-separated networks (CIDR) or addresses that may transfer zones (AXFR, over TCP only) from --dns-listen; \"none\": nobody (default: loopback and the addresses racks heartbeat from)")
 }
 
@@ -74,10 +82,24 @@ func newRegionServeCommand() *cobra.Command {
 				return err
 			}
 			cfg.AdminTokenOut = cmd.OutOrStdout() // the token, printed once, is the command's output
+			if flags.UITransfers && cfg.UI {
+				// Lazy: the region serves while Temporal is down; the rack page says so.
+				opts, err := temporalOptions(cmd, cfg.Logger)
+				if err != nil {
+					return err
+				}
+				tc, err := client.NewLazyClient(opts)
+				if err != nil {
+					return fmt.Errorf("Temporal client for the web UI: %w", err)
+				}
+				defer tc.Close()
+				cfg.UITransfers = uitemporal.New(tc)
+			}
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
 	flags.declare(c.Flags())
+	addTemporalFlags(c)
 	addLogFlags(c)
 	return c
 }
@@ -125,6 +147,8 @@ func (f *regionServeFlags) config(cmd *cobra.Command) (server.Config, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", flagOrigin(cmd, "dns-transfer-from"), err))
 	}
 	cfg.DNSTransferFrom = transferFrom
+	cfg.UI, cfg.TemporalUI = f.UI, f.TemporalUI
+	cfg.SecureCookies = strings.HasPrefix(cfg.PublicURL, "https://")
 	return cfg, errors.Join(errs...)
 }
 

@@ -66,23 +66,42 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	converter.NewPayloadCodecHTTPHandler(e.Codec).ServeHTTP(w, r)
 }
 
-// authorize asks the region who the caller's token belongs to; only admin may.
+// authorize asks the region who the caller is; only admin may. The caller is its bearer
+// token's, else (a browser: the Temporal UI with "include credentials") the region's web UI
+// session its cookie names, which the region checks as it checks its own pages.
 func (e *Endpoint) authorize(r *http.Request) (int, error) {
+	var who api.Whoami
+	var err error
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return http.StatusUnauthorized, errors.New(`missing Authorization header, expected "Bearer <token>" of an admin of the region`)
+	switch cookie := sessionCookie(r); {
+	case ok && token != "":
+		who, err = client.New(e.Region, token).Whoami(r.Context())
+	case cookie != "":
+		who, err = client.New(e.Region, "").SessionWhoami(r.Context(), cookie)
+	default:
+		return http.StatusUnauthorized, errors.New(`missing Authorization header, expected "Bearer <token>" of an admin of the region, or the session cookie of its web UI`)
 	}
-	who, err := client.New(e.Region, token).Whoami(r.Context())
 	var apiErr *client.APIError
 	switch {
 	case errors.As(err, &apiErr) && (apiErr.StatusCode == http.StatusUnauthorized || apiErr.StatusCode == http.StatusForbidden):
-		return http.StatusUnauthorized, fmt.Errorf("the region refuses the token: %s", apiErr.Message)
+		return http.StatusUnauthorized, fmt.Errorf("the region refuses the credential: %s", apiErr.Message)
 	case err != nil:
-		return http.StatusBadGateway, fmt.Errorf("cannot check the token with the region: %w", err)
+		return http.StatusBadGateway, fmt.Errorf("cannot check the credential with the region: %w", err)
 	case who.Role != api.RoleAdmin:
 		return http.StatusForbidden, fmt.Errorf("role %q may not read payloads; admin only", who.Role)
 	}
 	return http.StatusOK, nil
+}
+
+// sessionCookie is the region UI's session cookie of r as name=value, "" without one; no
+// other cookie of the browser reaches the region.
+func sessionCookie(r *http.Request) string {
+	for _, name := range []string{api.UISecureSessionCookie, api.UISessionCookie} {
+		if c, err := r.Cookie(name); err == nil && c.Value != "" {
+			return (&http.Cookie{Name: c.Name, Value: c.Value}).String()
+		}
+	}
+	return ""
 }
 
 // Serve serves e on ln until ctx ends.

@@ -90,3 +90,8 @@ func (c *Client) DNSQuery(ctx context.Context, query []byte, minSerial uint32) (
 	})
 	return a.Body, err
 }
+
+// SessionWhoami returns whom a web UI session acts as, given its cookie (name=value).
+func (c *Client) SessionWhoami(ctx context.Context, cookie string) (api.Whoami, error) {
+	return call[api.Whoami](ctx, c, Request{Method: http.MethodGet, Path: api.UISessionPath, Header: http.Header{"Cookie": {cookie}}})
+}

@@ -19,6 +19,7 @@ import (
 	regiondns "github.com/ironflow/ironflow/region/dns"
 	"github.com/ironflow/ironflow/region/images"
 	"github.com/ironflow/ironflow/region/store"
+	"github.com/ironflow/ironflow/region/ui"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -52,6 +53,13 @@ type Config struct {
 	ImagesDir string
 	// ImageMaxBytes is the largest image an upload may carry; 0 is DefaultImageMaxBytes.
 	ImageMaxBytes int64
+	// UI serves the web UI at / (region/ui); TemporalUI is the Temporal web UI it links moves
+	// to, SecureCookies marks its cookies Secure behind a TLS-terminating proxy.
+	UI            bool
+	TemporalUI    string
+	SecureCookies bool
+	// UITransfers lets the UI start and control rack transfers (region/ui/uitemporal); nil: it does not.
+	UITransfers ui.Transfers
 }
 
 const (
@@ -67,6 +75,7 @@ type Server struct {
 	mux      *http.ServeMux
 	patterns map[string]bool // registered patterns, to tell the mux's own answers apart
 	table    []route         // every route in registration order (Routes)
+	uiTable  []ui.Route      // the web UI's routes (UIRoutes)
 	metrics  *metrics
 	configs  *configCache
 	dns      *regiondns.Server
@@ -129,6 +138,9 @@ func New(st *store.Store, cfg Config) *Server {
 	}
 	s.dns = regiondns.NewServer(st, 0, cfg.Logger)
 	s.routes()
+	if cfg.UI {
+		s.mountUI()
+	}
 	return s
 }
 
@@ -186,8 +198,11 @@ func (s *Server) handle(rt route) {
 			return
 		}
 		if !rt.public {
-			by, replayed := replayedBy(r.Context())
-			if !replayed {
+			by, known := replayedBy(r.Context())
+			if !known {
+				by, known = signedInAs(r.Context())
+			}
+			if !known {
 				var err error
 				if by, err = s.authenticate(r); err != nil {
 					s.writeError(w, r, err)
