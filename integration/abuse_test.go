@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/rack"
 	"github.com/ironflow/ironflow/region/api"
@@ -81,28 +80,9 @@ const abuseMissing = "5d0c1f0e-7a1b-4c2d-8e3f-00000000dead"
 
 func startAbuseStack(t *testing.T) *abuseStack {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: starts PostgreSQL")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg, err := postgres.Start(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	if err := pg.CreateDatabase(ctx, "abuse"); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, pg.URL("abuse"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	adminToken, _, err := st.BootstrapAdmin(ctx, "abuse-admin-token")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, adminToken := startRegionStore(t, "abuse", "abuse-admin-token")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -16,13 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/dev/postgres"
 	"github.com/ironflow/ironflow/internal/testutil"
 	"github.com/ironflow/ironflow/rack"
 	"github.com/ironflow/ironflow/region/api"
 	"github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/region/server"
-	"github.com/ironflow/ironflow/region/store"
 )
 
 // imageStack is a real region (PostgreSQL, HTTP API, images dir) and a real rack serving
@@ -34,28 +32,9 @@ type imageStack struct {
 
 func startImageStack(t testing.TB) *imageStack {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: starts PostgreSQL")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg, err := postgres.Start(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	if err := pg.CreateDatabase(ctx, "images"); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, pg.URL("images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	token, _, err := st.BootstrapAdmin(ctx, "images-admin-token")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, token := startRegionStore(t, "images", "images-admin-token")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +82,18 @@ func startImageStack(t testing.TB) *imageStack {
 			t.Errorf("rack: %v", err)
 		}
 	})
-	testutil.Eventually(t, 20*time.Second, "the rack online", func() bool {
+	// Online on the region, and its HTTP boot listening: it opens once its first config came.
+	testutil.Eventually(t, 20*time.Second, "the rack online and its HTTP boot answering", func() bool {
 		rk, err := s.admin.Racks().Get(context.Background(), reg.Uuid)
-		return err == nil && rk.Status == api.RackOnline
+		if err != nil || rk.Status != api.RackOnline {
+			return false
+		}
+		resp, err := http.Get(s.rackURL + "/metrics")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
 	})
 	return s
 }
