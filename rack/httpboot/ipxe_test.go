@@ -208,7 +208,7 @@ func TestScriptsNameTheRackProxy(t *testing.T) {
 	}, lookup, regionlinktest.Start(t, "a").URL)
 	for path, want := range map[string]string{
 		"/ipxe/mac/52-54-00-ab-cd-01.ipxe": "console=ttyS0 ironflow.proxy=http://127.0.0.1:8000\n",
-		"/ipxe/mac/52-54-00-aa-bb-cc.ipxe": "ironflow.mode=enlist ironflow.proxy=http://127.0.0.1:8000 ironflow.url=" + rack.url + "\n",
+		"/ipxe/mac/52-54-00-aa-bb-cc.ipxe": "ironflow.mode=enlist ironflow.proxy=http://127.0.0.1:8000 ironflow.url=" + rack.url + " BOOTIF=01-52-54-00-aa-bb-cc\n",
 	} {
 		if _, got := get(t, rack.url+path); !strings.Contains(string(got), want) {
 			t.Errorf("%s: no %q in\n%s", path, want, got)
