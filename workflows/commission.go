@@ -34,7 +34,7 @@ type CommissionMachineResult struct {
 
 // The wait for the machine to enlist is bounded: at most MaxCommissionTimeout, polled every
 // commissionPollInterval at first and then at a tenth of the time waited so far, at most
-// commissionPollMaxInterval apart (some 130 polls in the longest wait), so the history stays
+// commissionPollMaxInterval apart (148 polls in the longest wait), so the history stays
 // small.
 const (
 	DefaultCommissionTimeout  = 20 * time.Minute

@@ -31,6 +31,7 @@ type commissionRack struct {
 	inventory bool
 	bootPolls int
 	polls     int
+	reads     int // of the machine's state, every one
 }
 
 func newCommissionRack(bootPolls int) *commissionRack {
@@ -70,6 +71,7 @@ func (r *commissionRack) PowerMachine(_ context.Context, in rackacts.PowerMachin
 func (r *commissionRack) MachineCommissioning(_ context.Context, in rackacts.CommissionMachineInput) (rackacts.CommissionState, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.reads++
 	if r.power == api.PowerStateOn && r.bootPolls >= 0 {
 		r.polls++
 		if r.polls > r.bootPolls {
@@ -196,5 +198,21 @@ func TestCommissionMachineRefusesAnUnboundedTimeout(t *testing.T) {
 	}
 	if calls := r.journal(); len(calls) != 0 {
 		t.Errorf("activities ran for a refused input: %v", calls)
+	}
+}
+
+// The longest wait reads the machine's state a bounded number of times, so its history stays
+// small: the polls space out as the wait goes on.
+func TestCommissionMachineLongestWaitIsBounded(t *testing.T) {
+	r := newCommissionRack(-1)
+	env := commissionEnv(r)
+	in := commissionInput()
+	in.Timeout = workflows.MaxCommissionTimeout
+	env.ExecuteWorkflow(workflows.CommissionMachine, in)
+	if err := env.GetWorkflowError(); err == nil {
+		t.Fatal("a machine that never boots was commissioned")
+	}
+	if r.reads > 150 {
+		t.Errorf("the longest wait read the machine %d times, want at most 150", r.reads)
 	}
 }
