@@ -66,14 +66,15 @@ func newMachinesAddCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := rc.SetPower(cmd.Context(), m.Uuid, cfg); err != nil {
+			powered, err := rc.SetPower(cmd.Context(), m.Uuid, cfg)
+			if err != nil {
 				// Nothing half-made: a machine without its power cannot be commissioned.
 				if derr := rc.Machines().Delete(cmd.Context(), m.Uuid, false); derr != nil {
 					return fmt.Errorf("machine %s: set its power: %w (and delete it again: %v)", m.Name, err, derr)
 				}
 				return fmt.Errorf("machine %s not added: %w", args[0], err)
 			}
-			if err := commission(cmd, m, o); err != nil {
+			if err := commission(cmd, powered, o); err != nil {
 				return fmt.Errorf("%w (machine %s was added: run `ironflow machines commission %s` to try again)", err, m.Name, m.Name)
 			}
 			return nil
