@@ -56,11 +56,13 @@ const (
 	commissionStepReady    = "record Ready"
 )
 
-// commissionRegionOptions bound a read or write of the machine through the rack's region.
+// commissionRegionOptions bound a read or write of the machine through the rack's region: an
+// attempt is short, and it is retried for up to 10 minutes, so a rack that restarts while the
+// machine boots (its worker away) delays the commissioning rather than failing it.
 var commissionRegionOptions = workflow.ActivityOptions{
-	ScheduleToStartTimeout: time.Minute,
 	StartToCloseTimeout:    30 * time.Second,
-	RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+	ScheduleToCloseTimeout: 10 * time.Minute,
+	RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 }
 
 // commissionUndoOptions: the failure's record keeps being retried for an hour, as a rack that

@@ -32,6 +32,7 @@ type commissionRack struct {
 	bootPolls int
 	polls     int
 	reads     int // of the machine's state, every one
+	away      int // reads that fail as while the rack restarts
 }
 
 func newCommissionRack(bootPolls int) *commissionRack {
@@ -72,6 +73,10 @@ func (r *commissionRack) MachineCommissioning(_ context.Context, in rackacts.Com
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reads++
+	if r.away > 0 {
+		r.away--
+		return rackacts.CommissionState{}, errors.New("the rack's region link is down")
+	}
 	if r.power == api.PowerStateOn && r.bootPolls >= 0 {
 		r.polls++
 		if r.polls > r.bootPolls {
@@ -214,5 +219,20 @@ func TestCommissionMachineLongestWaitIsBounded(t *testing.T) {
 	}
 	if r.reads > 150 {
 		t.Errorf("the longest wait read the machine %d times, want at most 150", r.reads)
+	}
+}
+
+// A rack that restarts while the machine boots (its reads failing for a while) delays the
+// commissioning, which then completes.
+func TestCommissionMachineRidesOutARackRestart(t *testing.T) {
+	r := newCommissionRack(2)
+	r.away = 5
+	env := commissionEnv(r)
+	env.ExecuteWorkflow(workflows.CommissionMachine, commissionInput())
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if r.status != api.StatusReady || r.power != api.PowerStateOff {
+		t.Errorf("machine %q (%q), power %s", r.status, r.reason, r.power)
 	}
 }
