@@ -94,13 +94,13 @@ func TestQEMUMachineAddedByItsBMCIsCommissioned(t *testing.T) {
 	// The BMC: ipmi_sim in the machine's namespace, its LAN reached by the rack through a
 	// forwarder on the host's loopback (the rack's worker dials from there); the machine reads
 	// the same address in-band, as a real BMC's own.
-	bmc := forwardUDP(t, v.cliNS, "127.0.0.1:9623")
 	bmcIP := "127.0.0.1"
 	pidFile := filepath.Join(t.TempDir(), "qemu.pid")
 	qemu := qemuCommand(t, v, mac, "-m", fmt.Sprint(mib), "-smp", fmt.Sprint(cpus), "-serial", "file:"+console,
 		"-drive", "file="+diskFile+",if=none,id=disk0,format=raw", "-device", "virtio-blk-pci,drive=disk0")
 	startVM := filepath.Join(t.TempDir(), "start-vm.sh")
 	inband := startInbandBMC(t, v, bmcIP, startVM)
+	bmc := forwardUDP(t, v.cliNS, "127.0.0.1:9623")
 	writeTestFile(t, startVM, 0o755, "#!/bin/sh\necho $$ > "+pidFile+"\nexec "+shellWords(append(qemu, inband...))+" >/dev/null 2>&1\n")
 	t.Cleanup(func() { killPIDFile(t, pidFile) })
 
