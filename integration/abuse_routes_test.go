@@ -47,9 +47,11 @@ var abuseRoutes = map[string]string{
 	// operators and admins; never readonly.
 	"GET /api/v1/racks/{uuid}/machines/{machine}/power-credential": "U F . . . F F U U U",
 	"PUT /api/v1/racks/{uuid}/machines/{machine}/power":            "U F . . . F F U U U",
-	"POST /api/v1/racks/{uuid}/syslog":                             "U F F F . F F U U U",
-	"GET /api/v1/machines/{key}/logs":                              "U . . . . . F U U U",
-	"POST /api/v1/enlist":                                          "U F . . . . F U U U",
+	// A commissioning step's outcome: the machine's own rack (the store checks it), as for power.
+	"PUT /api/v1/racks/{uuid}/machines/{machine}/commissioning": "U F . . . F F U U U",
+	"POST /api/v1/racks/{uuid}/syslog":                          "U F F F . F F U U U",
+	"GET /api/v1/machines/{key}/logs":                           "U . . . . . F U U U",
+	"POST /api/v1/enlist":                                       "U F . . . . F U U U",
 
 	// Rack transfers: operators and admins; readonly reads; racks and machines never.
 	"POST /api/v1/racks/{uuid}/pause":          "U F . . F F F U U U",

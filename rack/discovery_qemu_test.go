@@ -78,7 +78,7 @@ func TestQEMUMachineBootsTheDiscoveryImageAndEnlists(t *testing.T) {
 	})
 
 	q := bootQEMU(t, v, mac, append([]string{"-m", "512", "-smp", "2", "-serial", "file:" + console,
-		"-drive", "file=" + diskFile + ",if=none,id=disk0,format=raw", "-device", "virtio-blk-pci,drive=disk0,serial=" + diskSerial}, startInbandBMC(t, v, bmcAddr)...)...)
+		"-drive", "file=" + diskFile + ",if=none,id=disk0,format=raw", "-device", "virtio-blk-pci,drive=disk0,serial=" + diskSerial}, startInbandBMC(t, v, bmcAddr, "")...)...)
 	// The steps as the console shows them, by the line that marks each.
 	steps := []struct{ what, marker string }{
 		{"kernel running the image's init", "ironflow: discovery image"},
@@ -180,10 +180,12 @@ func initUptime(console string) (time.Duration, bool) {
 }
 
 // startInbandBMC starts a real OpenIPMI ipmi_sim in the machine's namespace as the machine's
-// BMC, its LAN configuration reporting address lanAddr, and returns the QEMU arguments that
-// connect it to the machine's KCS interface (what the kernel's ipmi_si finds). It skips the
-// test without ipmi_sim (Debian package openipmi).
-func startInbandBMC(t *testing.T, v *vethRack, lanAddr string) []string {
+// BMC (IPMI over LAN on 127.0.0.1:9623 there, user ironflow, password bmc-secret-1), its LAN
+// configuration reporting address lanAddr, and returns the QEMU arguments that connect it to
+// the machine's KCS interface (what the kernel's ipmi_si finds). With a startCmd, a chassis
+// power on runs it (with /bin/sh -c) to start the machine, and a power off stops it. It skips
+// the test without ipmi_sim (Debian package openipmi).
+func startInbandBMC(t *testing.T, v *vethRack, lanAddr, startCmd string) []string {
 	t.Helper()
 	bin, err := exec.LookPath("ipmi_sim")
 	if err != nil {
@@ -208,6 +210,10 @@ for p in "$@"; do
 	esac
 done
 `)
+	power := ""
+	if startCmd != "" {
+		power = fmt.Sprintf("  startcmd %q\n  startnow false\n  poweroff_wait 10\n  kill_wait 5\n", startCmd)
+	}
 	writeTestFile(t, filepath.Join(dir, "lan.conf"), 0o644, fmt.Sprintf(`name "ironflow-vm"
 set_working_mc 0x20
   startlan 1
@@ -218,8 +224,8 @@ set_working_mc 0x20
     lan_config_program "%s eth0"
   endlan
   serial 15 127.0.0.1 %d codec VM
-  user 2 true "ironflow" "bmc-secret-1" admin 10 none md2 md5 straight
-`, lanConfig, serialPort))
+%s  user 2 true "ironflow" "bmc-secret-1" admin 10 none md2 md5 straight
+`, lanConfig, serialPort, power))
 	writeTestFile(t, filepath.Join(dir, "cmds.emu"), 0o644, "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\nmc_enable 0x20\n")
 	out := &lockedBuffer{}
 	cmd := exec.Command("ip", "netns", "exec", v.cliNS, bin, "-c", filepath.Join(dir, "lan.conf"), "-f", filepath.Join(dir, "cmds.emu"), "-n", "-s", filepath.Join(dir, "state"))

@@ -38,6 +38,11 @@ func (r regionAPI) PowerCredential(ctx context.Context, machine string) (api.Pow
 	return r.region().PowerCredential(asRack(ctx), r.rack, machine)
 }
 
+// ReportCommissioning implements rackacts.PowerRegion.
+func (r regionAPI) ReportCommissioning(ctx context.Context, machine string, rep api.CommissionReport) (api.Machine, error) {
+	return r.region().ReportCommissioning(asRack(ctx), r.rack, machine, rep)
+}
+
 // ReportPower implements rackacts.PowerRegion.
 func (r regionAPI) ReportPower(ctx context.Context, machine string, rep api.PowerReport) (api.Machine, error) {
 	return r.region().ReportPower(asRack(ctx), r.rack, machine, rep)

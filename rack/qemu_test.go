@@ -70,6 +70,27 @@ func (q *qemuMachine) failed(t *testing.T, err error) {
 // extra are further QEMU arguments. It skips the test when QEMU is not installed.
 func bootQEMU(t *testing.T, v *vethRack, mac string, extra ...string) *qemuMachine {
 	t.Helper()
+	args := append([]string{"netns", "exec", v.cliNS}, qemuCommand(t, v, mac, extra...)...)
+	q := &qemuMachine{exited: make(chan error, 1), out: &lockedBuffer{}}
+	cmd := exec.Command("ip", args...)
+	cmd.Stdout, cmd.Stderr = q.out, q.out
+	q.poweredOn = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start QEMU: %v", err)
+	}
+	go func() { q.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill() // ip netns exec execs QEMU: this PID is QEMU's
+		<-q.exited
+	})
+	return q
+}
+
+// qemuCommand is the command line of a QEMU machine as bootQEMU starts it, to run in v's
+// client namespace, whose tap bridged to the veth pair it creates. It skips the test when
+// QEMU is not installed.
+func qemuCommand(t *testing.T, v *vethRack, mac string, extra ...string) []string {
+	t.Helper()
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		t.Skip("skipping: qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
@@ -84,23 +105,10 @@ func bootQEMU(t *testing.T, v *vethRack, mac string, extra ...string) *qemuMachi
 	} {
 		netnstest.IP(t, append([]string{"-n", v.cliNS}, args...)...)
 	}
-	args := append([]string{"netns", "exec", v.cliNS, qemu,
+	return append([]string{qemu,
 		"-machine", "pc,accel=tcg", "-m", "64", "-smp", "1", "-nodefaults", "-display", "none", "-serial", "none",
 		"-boot", "n", "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
 		"-device", "virtio-net-pci,netdev=n0,mac=" + mac}, extra...)
-	q := &qemuMachine{exited: make(chan error, 1), out: &lockedBuffer{}}
-	cmd := exec.Command("ip", args...)
-	cmd.Stdout, cmd.Stderr = q.out, q.out
-	q.poweredOn = time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start QEMU: %v", err)
-	}
-	go func() { q.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill() // ip netns exec execs QEMU: this PID is QEMU's
-		<-q.exited
-	})
-	return q
 }
 
 // TestQEMUIPXEBoot powers on a real QEMU machine whose NIC boots with QEMU's iPXE ROM, on

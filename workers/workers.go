@@ -52,6 +52,7 @@ func RegisterMigration(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.PodRefresh)
 	r.RegisterWorkflow(workflows.PodPower)
 	r.RegisterWorkflow(workflows.MachinePower)
+	r.RegisterWorkflow(workflows.CommissionMachine)
 	r.RegisterActivity(acts)
 }
 

@@ -35,6 +35,7 @@ type PowerRegion interface {
 	RackMachines(ctx context.Context) ([]api.Machine, error)
 	PowerCredential(ctx context.Context, machine string) (api.PowerCredential, error)
 	ReportPower(ctx context.Context, machine string, rep api.PowerReport) (api.Machine, error)
+	ReportCommissioning(ctx context.Context, machine string, rep api.CommissionReport) (api.Machine, error)
 	VerifyGrant(ctx context.Context, check api.GrantCheck) (api.GrantClaims, error)
 }
 

@@ -32,6 +32,7 @@ var machines = noun[api.Machine]{
 		{"LOCKED", func(m api.Machine) string { return cellBool(m.Locked) }},
 		{"POOL", func(m api.Machine) string { return m.Pool }},
 		{"RACK", func(m api.Machine) string { return m.Rack }},
+		{"STATUS", func(m api.Machine) string { return m.Status }},
 		{"POWER", machinePowerCell},
 	},
 }
@@ -43,7 +44,8 @@ func newMachinesCommand() *cobra.Command {
 			crud[i] = withPodVMDelete(c)
 		}
 	}
-	return machines.command(append(crud, newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand(), newMachinesInventoryCommand(), newMachinesPowerCommand(), newMachinesSetPowerCommand())...)
+	return machines.command(append(crud, newMigrateTicketCommand(), newMigrateCommand(), newMigrateGrantCommand(), newMachineLogsCommand(), newMachinesInventoryCommand(), newMachinesPowerCommand(), newMachinesSetPowerCommand(),
+		newMachinesAddCommand(), newMachinesCommissionCommand())...)
 }
 
 func newMigrateTicketCommand() *cobra.Command {

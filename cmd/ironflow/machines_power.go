@@ -142,15 +142,8 @@ func newMachinesSetPowerCommand() *cobra.Command {
 			"one machine. Takes an operator or admin token. " + machines.keyHelp(),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if passwordFile != "" {
-				b, err := os.ReadFile(passwordFile)
-				if err != nil {
-					return fmt.Errorf("--power-password-file: %w", err)
-				}
-				cfg.Password = strings.TrimRight(string(b), "\r\n")
-				if cfg.Password == "" {
-					return fmt.Errorf("--power-password-file %s is empty", passwordFile)
-				}
+			if err := readPowerPassword(passwordFile, &cfg); err != nil {
+				return err
 			}
 			m, err := regionClient(cmd).SetPower(cmd.Context(), machines.key(args[0]), cfg)
 			if err != nil {
@@ -166,6 +159,22 @@ func newMachinesSetPowerCommand() *cobra.Command {
 	f.StringVar(&passwordFile, "power-password-file", "", "file holding the BMC password (ipmi; one line)")
 	_ = c.MarkFlagRequired("power-type")
 	return c
+}
+
+// readPowerPassword sets cfg's Password from the one line of file, when a file is named.
+func readPowerPassword(file string, cfg *api.PowerConfig) error {
+	if file == "" {
+		return nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--power-password-file: %w", err)
+	}
+	cfg.Password = strings.TrimRight(string(b), "\r\n")
+	if cfg.Password == "" {
+		return fmt.Errorf("--power-password-file %s is empty", file)
+	}
+	return nil
 }
 
 // machinePowerCell is the POWER column of `machines list`: the state the rack last saw, "-"

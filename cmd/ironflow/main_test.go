@@ -210,9 +210,9 @@ func TestTableOutput(t *testing.T) {
 		want string
 	}{
 		{[]string{"machines", "list"}, "" +
-			"UUID                                  NAME        ADDRESS  WORKFLOW     STAGE        RUNNABLE  LOCKED  POOL     RACK  POWER\n" +
-			"01d8828f-2f7d-4a1c-a1fa-f668274c7c44  birdy                hello-world  hello-world  true      false   default        -\n" +
-			"5d0b1f7e-0000-4000-8000-000000000002  drp2.rackn                                     true      false   default        -\n"},
+			"UUID                                  NAME        ADDRESS  WORKFLOW     STAGE        RUNNABLE  LOCKED  POOL     RACK  STATUS  POWER\n" +
+			"01d8828f-2f7d-4a1c-a1fa-f668274c7c44  birdy                hello-world  hello-world  true      false   default                -\n" +
+			"5d0b1f7e-0000-4000-8000-000000000002  drp2.rackn                                     true      false   default                -\n"},
 		{[]string{"racks", "list"}, "UUID  NAME  STATUS  LAST SEEN  VERSION  REGIONS\n"},
 		{[]string{"jobs", "list"}, "" +
 			"UUID                                  MACHINE                               TASK               STATE     EXIT      START                      END\n" +

@@ -17,7 +17,9 @@ import "time"
 // become Enlisted.Pending for an operator to accept. A report that carries one of the
 // machine's MACs records its boot facts and inventory (making it Ready); one that matched by
 // another identity alone only fills in what the machine has not recorded. A report whose
-// identities belong to several machines, or contradict the matched machine's, or that brings
+// identities belong to several machines (but a New placeholder iPXE's report created and a
+// machine being commissioned, matched by its BMC address alone: the placeholder is folded
+// into it), or contradict the matched machine's, or that brings
 // an inventory for a machine already Ready (an operator sets Status back to New to commission
 // it again) by one of its MACs, or that would hold more than MaxEnlistPending pending
 // identities, is refused (409) with an "enlist-refused" audit event and changes nothing.

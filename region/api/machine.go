@@ -61,9 +61,11 @@ type Machine struct {
 
 	// Enlistment (region/api/enlist.go): Status New or Ready, the BMC an operator may declare
 	// the machine by, and what its enlistment reported.
-	Status     string    `json:"Status,omitempty"`
-	BMCAddress string    `json:"BMCAddress,omitempty"`
-	Enlisted   *Enlisted `json:"Enlisted,omitempty"`
+	Status string `json:"Status,omitempty"`
+	// StatusReason says why Status is StatusFailedCommissioning (region/api/commission.go).
+	StatusReason string    `json:"StatusReason,omitempty"`
+	BMCAddress   string    `json:"BMCAddress,omitempty"`
+	Enlisted     *Enlisted `json:"Enlisted,omitempty"`
 
 	// Power is the machine's power driver and last seen power state (region/api/power.go).
 	Power *PowerInfo `json:"Power,omitempty"`

@@ -23,3 +23,8 @@ func (c *Client) PowerCredential(ctx context.Context, rack, machine string) (api
 func (c *Client) ReportPower(ctx context.Context, rack, machine string, rep api.PowerReport) (api.Machine, error) {
 	return callKey[api.Machine](ctx, c, http.MethodPut, rep, api.KindRacks, rack, "machines", machine, "power")
 }
+
+// ReportCommissioning records a commissioning step's outcome on rack's machine.
+func (c *Client) ReportCommissioning(ctx context.Context, rack, machine string, rep api.CommissionReport) (api.Machine, error) {
+	return callKey[api.Machine](ctx, c, http.MethodPut, rep, api.KindRacks, rack, "machines", machine, "commissioning")
+}

@@ -18,6 +18,7 @@ func (s *Server) powerRoutes() {
 	rackMachine := p + "/" + api.KindRacks + "/{uuid}/machines/{machine}"
 	s.handle(route{pattern: "GET " + rackMachine + "/power-credential", resource: resPowerCredential, h: s.powerCredential})
 	s.handle(route{pattern: "PUT " + rackMachine + "/power", resource: resRackAPI, write: true, h: s.reportPower})
+	s.handle(route{pattern: "PUT " + rackMachine + "/commissioning", resource: resRackAPI, write: true, h: s.reportCommissioning})
 }
 
 func (s *Server) setPower(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -56,6 +57,24 @@ func (s *Server) reportPower(w http.ResponseWriter, r *http.Request, c *call) er
 		return err
 	}
 	m, err := s.st.ReportPower(r.Context(), c.by, id, r.PathValue("machine"), rep)
+	if err != nil {
+		return err
+	}
+	redactions[api.KindMachines](&m)
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+func (s *Server) reportCommissioning(w http.ResponseWriter, r *http.Request, c *call) error {
+	id, err := ownRack(r, c)
+	if err != nil {
+		return err
+	}
+	var rep api.CommissionReport
+	if err := decodeBody(w, r, &rep); err != nil {
+		return err
+	}
+	m, err := s.st.SetCommissioning(r.Context(), c.by, id, r.PathValue("machine"), rep)
 	if err != nil {
 		return err
 	}

@@ -336,7 +336,15 @@ func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment, o En
 				res, refused, err = updateEnlisted(ctx, tx, by, r, id, owners[id].holds)
 			}
 		default:
-			refused = conflictf("the enlistment of %s is refused: its identities belong to %d machines (%s)", r.macs[0], len(owners), describeOwners(owners))
+			var id string
+			if id, err = foldBootPlaceholder(ctx, tx, by, r, owners); err != nil {
+				return err
+			}
+			if id == "" {
+				refused = conflictf("the enlistment of %s is refused: its identities belong to %d machines (%s)", r.macs[0], len(owners), describeOwners(owners))
+				break
+			}
+			res, refused, err = updateEnlisted(ctx, tx, by, r, id, owners[id].holds)
 		}
 		if err != nil || refused == nil {
 			return err
@@ -348,6 +356,48 @@ func (s *Store) Enlist(ctx context.Context, by Principal, e api.Enlistment, o En
 		return api.EnlistResult{}, err
 	}
 	return res, refused
+}
+
+// foldBootPlaceholder resolves the one conflict a machine added by its BMC meets by design:
+// powered on by its commissioning, it PXE-boots unknown by MAC, so iPXE's report creates a
+// New placeholder, and its agent's report then names both the placeholder (by MAC, SMBIOS
+// UUID or serial) and the machine being commissioned (by the BMC address alone). When the two
+// owners are exactly such a pair, the placeholder (New, no inventory, unlocked, unheld,
+// created by enlistment through the rack of the machine being commissioned) is deleted and
+// the UUID of the machine being commissioned is returned, to take the report; otherwise "".
+// It gives a report no more than its BMC claim already could: the commissioned machine's
+// inventory, and pending MACs for an operator.
+func foldBootPlaceholder(ctx context.Context, tx pgx.Tx, by Principal, r *report, owners map[string]*owner) (string, error) {
+	if len(owners) != 2 {
+		return "", nil
+	}
+	var commissioning, placeholder *api.Machine
+	for id, o := range owners {
+		row, err := machines.resolve(ctx, tx, id, true)
+		if err != nil {
+			return "", err
+		}
+		m := row.obj
+		byBMC := !slices.ContainsFunc(o.holds, func(h string) bool { return !strings.HasPrefix(h, idBMC+" ") })
+		switch {
+		case m.Status == api.StatusCommissioning && byBMC:
+			commissioning = m
+		case m.Status == api.StatusNew && !byBMC && m.BMCAddress == "" && m.Enlisted != nil && m.Enlisted.Inventory == nil &&
+			!m.Locked && m.Stage == api.EnlistStage && strings.HasPrefix(m.Name, "new-"):
+			placeholder = m
+		}
+	}
+	if commissioning == nil || placeholder == nil || placeholder.Rack != commissioning.Rack || rackOf(r) != "" && rackOf(r) != commissioning.Rack {
+		return "", nil
+	}
+	if held, err := holder(ctx, tx, placeholder); err != nil || held != "" {
+		return "", err
+	}
+	if err := machines.remove(ctx, tx, by, placeholder.Uuid, false); err != nil {
+		return "", err
+	}
+	return commissioning.Uuid, recordEvent(ctx, tx, by, "enlist-folded", api.KindMachines, commissioning.Uuid,
+		map[string]any{"Placeholder": placeholder.Uuid, "PlaceholderName": placeholder.Name, "MACs": r.macs})
 }
 
 func rackOf(r *report) string {
