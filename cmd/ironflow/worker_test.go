@@ -29,24 +29,32 @@ func writeRegionsFile(t *testing.T, content string) string {
 	return path
 }
 
-// TestWorkerRegistersAndPollsUntilInterrupted runs `ironflow worker` against its own dev
-// server, which starts without Ironflow's search attributes.
-func TestWorkerRegistersAndPollsUntilInterrupted(t *testing.T) {
+// startOwnDevServer starts a Temporal dev server of the test's own (a fresh namespace, no
+// search attributes) and a client of it; both stop with the test.
+func startOwnDevServer(ctx context.Context, t *testing.T) (*temporalserver.Server, client.Client) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the Temporal dev server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	srv, err := temporalserver.Start(ctx, temporalserver.Options{Headless: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Stop()
+	t.Cleanup(srv.Stop)
 	tc, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tc.Close()
+	t.Cleanup(tc.Close)
+	return srv, tc
+}
+
+// TestWorkerRegistersAndPollsUntilInterrupted runs `ironflow worker` against its own dev
+// server, which starts without Ironflow's search attributes.
+func TestWorkerRegistersAndPollsUntilInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, tc := startOwnDevServer(ctx, t)
 	attrs, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: defaultNamespace})
 	if err != nil {
 		t.Fatal(err)

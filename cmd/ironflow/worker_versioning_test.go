@@ -6,30 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
-	"github.com/ironflow/ironflow/dev/temporalserver"
 	"github.com/ironflow/ironflow/workers"
 )
 
 // A worker started with --make-current makes its build the deployment's current version; a
 // worker of another build started without it leaves it so and says that it is not current.
 func TestWorkerMakesItsBuildCurrentOnlyWhenAsked(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the Temporal dev server")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	srv, err := temporalserver.Start(ctx, temporalserver.Options{Headless: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	tc, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	srv, tc := startOwnDevServer(ctx, t)
 	t.Setenv("IRONFLOW_REGIONS_FILE", writeRegionsFile(t, "regions:\n  region-a: {url: \"http://127.0.0.1:1\", token: a}\n"))
 
 	runWorker := func(build string, args ...string) (stop func(), log *syncBuffer) {
