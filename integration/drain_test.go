@@ -16,6 +16,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/region/api"
+	regionclient "github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -31,37 +32,7 @@ func TestTransferRackDrainsRunningJobs(t *testing.T) {
 	if err := s.WaitRackOnline(ctx, rack.Name); err != nil {
 		t.Fatal(err)
 	}
-	machines, err := a.Machines().List(ctx, url.Values{"Rack": {rack.Uuid}})
-	if err != nil || len(machines) == 0 {
-		t.Fatalf("%d machines behind rack-a (%v)", len(machines), err)
-	}
-	job, err := a.Jobs().Create(ctx, api.Job{Machine: machines[0].Uuid, Task: "long-task", State: api.JobRunning})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The job ends the way a real one does, reported by the machine's agent: an operator's
-	// write to a machine of a paused rack would be queued until the transfer ends.
-	const agentSecret = "drain-test-agent-secret"
-	if _, err := a.Machines().Patch(ctx, machines[0].Uuid, json.RawMessage(`{"Secret":"`+agentSecret+`"}`)); err != nil {
-		t.Fatal(err)
-	}
-	finishJob := func() {
-		body := strings.NewReader(`{"ExitCode":0,"ExitState":"complete"}`)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Regions["region-a"].URL+api.PathPrefix+"/agent/"+machines[0].Uuid+"/jobs/"+job.Uuid+"/exit", body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer machine:"+machines[0].Uuid+":"+agentSecret)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("the agent's job exit: %s", resp.Status)
-		}
-	}
+	machines, job, finishJob := runningJobOnRack(ctx, t, a, s.Regions["region-a"].URL, rack.Uuid, "drain-test-agent-secret")
 	transfer := func(wait time.Duration) client.WorkflowRun {
 		in := workflows.TransferRackInput{SourceRegion: "region-a", TargetRegion: "region-b", Rack: rack.Uuid, WaitForRunningJob: wait}
 		in.Grant = grant(ctx, t, s, in.SourceRegion, api.GrantRequest{Kind: api.GrantRack, Key: rack.Uuid, TargetRegion: in.TargetRegion})
@@ -73,7 +44,7 @@ func TestTransferRackDrainsRunningJobs(t *testing.T) {
 	}
 
 	onB := movedTo(ctx, t, s, "region-b")
-	err = transfer(3*time.Second).Get(ctx, nil)
+	err := transfer(3*time.Second).Get(ctx, nil)
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeJobsRunning || !strings.Contains(appErr.Error(), job.Uuid) {
 		t.Fatalf("transfer with a job running past its wait: %v, want %s naming job %s", err, activities.ErrTypeJobsRunning, job.Uuid)
@@ -112,4 +83,32 @@ func TestTransferRackDrainsRunningJobs(t *testing.T) {
 	for _, m := range machines {
 		assertActiveOnExactlyOne(ctx, t, s, m.Uuid, "region-b")
 	}
+}
+
+// runningJobOnRack starts a running job on the first machine behind rack on the region at
+// regionURL (a the region's admin client) and returns the rack's machines, the job and how to
+// end it: the way a real job ends, reported by the machine's agent, since an operator's write
+// to a machine of a paused rack would be queued until its transfer ends.
+func runningJobOnRack(ctx context.Context, t *testing.T, a *regionclient.Client, regionURL, rack, agentSecret string) ([]api.Machine, api.Job, func()) {
+	t.Helper()
+	machines, err := a.Machines().List(ctx, url.Values{"Rack": {rack}})
+	if err != nil || len(machines) == 0 {
+		t.Fatalf("%d machines behind rack %s (%v)", len(machines), rack, err)
+	}
+	job, err := a.Jobs().Create(ctx, api.Job{Machine: machines[0].Uuid, Task: "long-task", State: api.JobRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Machines().Patch(ctx, machines[0].Uuid, json.RawMessage(`{"Secret":"`+agentSecret+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	agent := regionclient.New(regionURL, "machine:"+machines[0].Uuid+":"+agentSecret)
+	finish := func() {
+		t.Helper()
+		if _, err := agent.Do(ctx, regionclient.Request{Method: http.MethodPost, Path: api.PathPrefix + "/agent/" + machines[0].Uuid + "/jobs/" + job.Uuid + "/exit",
+			Body: map[string]any{"ExitCode": 0, "ExitState": "complete"}}); err != nil {
+			t.Fatalf("the agent's job exit: %v", err)
+		}
+	}
+	return machines, job, finish
 }

@@ -2,11 +2,8 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/ironflow/ironflow/dev"
 	"github.com/ironflow/ironflow/region/api"
-	"github.com/ironflow/ironflow/region/client"
 	"github.com/ironflow/ironflow/region/server"
 	"github.com/ironflow/ironflow/region/ui/uitemporal"
 	"github.com/ironflow/ironflow/region/ui/uitest"
@@ -50,18 +46,7 @@ func TestUITransfersARack(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	base := "http://" + ln.Addr().String()
 
-	machines, err := a.Machines().List(ctx, url.Values{"Rack": {rack.Uuid}})
-	if err != nil || len(machines) == 0 {
-		t.Fatalf("%d machines behind rack-a (%v)", len(machines), err)
-	}
-	job, err := a.Jobs().Create(ctx, api.Job{Machine: machines[0].Uuid, Task: "long-task", State: api.JobRunning})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const agentSecret = "ui-transfer-agent-secret"
-	if _, err := a.Machines().Patch(ctx, machines[0].Uuid, json.RawMessage(`{"Secret":"`+agentSecret+`"}`)); err != nil {
-		t.Fatal(err)
-	}
+	machines, _, finishJob := runningJobOnRack(ctx, t, a, s.Regions["region-a"].URL, rack.Uuid, "ui-transfer-agent-secret")
 	if _, err := a.Users().Create(ctx, api.User{Name: "ui-operator", Role: api.RoleOperator}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +65,7 @@ func TestUITransfersARack(t *testing.T) {
 	uitest.Screenshot(t, tab, "rack-transfer")
 
 	// The job ends as a real one does, by its agent; the transfer then stays paused, moving nothing.
-	agent := client.New(s.Regions["region-a"].URL, "machine:"+machines[0].Uuid+":"+agentSecret)
-	if _, err := agent.Do(ctx, client.Request{Method: http.MethodPost, Path: api.PathPrefix + "/agent/" + machines[0].Uuid + "/jobs/" + job.Uuid + "/exit",
-		Body: map[string]any{"ExitCode": 0, "ExitState": "complete"}}); err != nil {
-		t.Fatal(err)
-	}
+	finishJob()
 	progress := func() workflows.TransferProgress {
 		var p workflows.TransferProgress
 		v, err := s.Client.QueryWorkflow(ctx, workflows.TransferRackID(rack.Uuid), "", workflows.ProgressQuery)
